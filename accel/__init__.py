@@ -1,0 +1,1 @@
+"""numpy accelerator model: profiles, cost model, queueing, replay, localization, synthetic runs."""

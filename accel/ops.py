@@ -1,0 +1,70 @@
+"""Structure-of-arrays inputs of the model: every op of every request of one run at once.
+
+This is the contract between the store (which fills it from events/requests) and accel/.
+Unknown numeric values are NaN, unknown codes are -1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+I32 = NDArray[np.int32]
+I8 = NDArray[np.int8]
+B = NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class OpArrays:
+    """One entry per attributed trace event (op) of a run."""
+
+    req: I64  # request index into RequestArrays, 0..n_requests-1
+    stage: I8  # accel.stages.STAGE_CODE
+    observed_us: F64  # observed exclusive duration
+    flops: F64
+    bytes: F64
+    m: F64  # output rows / cols of the op, for tile quantization (from `shape`)
+    n: F64
+    tile_m: F64
+    tile_n: F64
+    fusion_group: I64  # -1: not fused
+    mem_tier: I8  # accel.stages.MEM_TIER_CODE, -1 unknown
+    core: I32  # -1 unknown
+    fallback: B
+    recompile: B
+    predicted_us: F64  # the compiler's own estimate, NaN when absent
+    kernel: list[str] = field(default_factory=list)  # kernel name per op ('' unknown)
+
+    @property
+    def size(self) -> int:
+        return int(self.req.shape[0])
+
+
+@dataclass(frozen=True)
+class RequestArrays:
+    """One entry per request of a run; stage_us columns follow STAGES then `other`."""
+
+    request_id: list[str]
+    arrival_us: F64
+    start_us: F64
+    latency_us: F64
+    stage_us: F64  # shape (n_requests, 6)
+    batch_size: I32
+    shape_key: list[str]  # DESIGN §4 shape_key, '' when unknown
+
+    @property
+    def size(self) -> int:
+        return int(self.arrival_us.shape[0])
+
+
+@dataclass(frozen=True)
+class RunArrays:
+    run_id: str
+    ops: OpArrays
+    requests: RequestArrays
+    # shape_keys compiled ahead of serving (from the compile log / warm-up); empty when unknown
+    compiled_shapes: frozenset[str] = frozenset()

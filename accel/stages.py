@@ -1,0 +1,41 @@
+"""Stage and mechanism identifiers shared by every layer (DESIGN §2, §5)."""
+
+from typing import Final
+
+# Pipeline order matters: origin = first stage in this order that explains the gap.
+STAGES: Final[tuple[str, ...]] = ("ingress", "lowering", "scheduling", "execution", "assembly")
+OTHER: Final[str] = "other"
+STAGE_CODE: Final[dict[str, int]] = {s: i for i, s in enumerate(STAGES)}
+
+STAGE_NAMES: Final[dict[str, str]] = {
+    "ingress": "request ingress and model metadata",
+    "lowering": "graph lowering and kernel selection",
+    "scheduling": "tile/dataflow scheduling and memory placement",
+    "execution": "tensor execution + synchronization barriers",
+    "assembly": "result assembly + quality/SLA validation",
+}
+
+DEFAULT_OWNER_ROLE: Final[dict[str, str]] = {
+    "ingress": "model serving architect",
+    "lowering": "compiler lead",
+    "scheduling": "runtime lead",
+    "execution": "runtime lead",
+    "assembly": "observability engineer",
+}
+
+MECHANISMS: Final[tuple[str, ...]] = (
+    "queueing",
+    "batch_policy",
+    "recompile",
+    "mapping_fallback",
+    "fusion_memory_burst",
+    "core_imbalance",
+    "barrier_stall",
+    "bandwidth_bound",
+    "launch_overhead",
+    "assembly",
+    "none",
+)
+
+MEM_TIERS: Final[tuple[str, ...]] = ("sram", "hbm", "host")
+MEM_TIER_CODE: Final[dict[str, int]] = {t: i for i, t in enumerate(MEM_TIERS)}

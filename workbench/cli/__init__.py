@@ -1,0 +1,1 @@
+"""Command line: thin wrappers over store / triage; each command lives in its own module."""

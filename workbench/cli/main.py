@@ -1,0 +1,77 @@
+"""Entry point of `workbench`: a subcommand runs headless; no subcommand opens the app."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+
+# name -> module in workbench.cli; each module defines add_parser(subparsers) and run(args) -> int.
+# Modules import their heavy dependencies inside run(), so `--help` stays fast.
+COMMANDS: dict[str, str] = {
+    "ingest": "ingest_cmd",
+    "runs": "runs_cmd",
+    "sample": "sample_cmd",
+    "triage": "triage_cmd",
+    "incident": "incident_cmd",
+    "assign": "assign_cmd",
+    "validate": "validate_cmd",
+    "export": "export_cmd",
+}
+
+
+def default_store() -> Path:
+    """The bundled sample store (repository checkout first, then the installed copy)."""
+    here = Path(__file__).resolve()
+    repo = here.parents[2] / "sample_traces"
+    return repo if repo.is_dir() else here.parents[1] / "_sample_traces"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="workbench",
+        description="Triage accelerator performance regressions. Without a command, opens the app.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMANDS.values():
+        importlib.import_module(f"workbench.cli.{module}").add_parser(sub)
+    return parser
+
+
+def _open_app(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="workbench", add_help=False)
+    parser.add_argument("store", nargs="?", type=Path, default=None)
+    parser.add_argument("--keymap", type=Path, default=None)
+    args = parser.parse_args(argv)
+    from workbench.tui.launch import launch
+
+    return launch(args.store or default_store(), keymap=args.keymap)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
+        try:
+            return _open_app(argv)
+        except WorkbenchError as exc:
+            print(f"workbench: {exc.one_line()}", file=sys.stderr)
+            return 2
+    args = build_parser().parse_args(argv)
+    mod = importlib.import_module(f"workbench.cli.{COMMANDS[args.command]}")
+    try:
+        code: int = mod.run(args)
+    except WorkbenchError as exc:
+        print(f"workbench: {exc.one_line()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("workbench: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Trace store: importers, the Parquet layout, duckdb access. Never imports textual."""

@@ -1,0 +1,78 @@
+"""duckdb over the Parquet store: views for the four tables and the named queries in queries/."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from workbench.errors import WorkbenchError
+from workbench.store import schema
+from workbench.store.layout import run_ids
+
+_QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def queries_dir() -> Path:
+    """queries/ at the repository root, or the copy packed into an installed wheel."""
+    here = Path(__file__).resolve()
+    repo = here.parents[2] / "queries"
+    return repo if repo.is_dir() else here.parents[1] / "_queries"
+
+
+@cache
+def load_query(name: str) -> str:
+    """The text of queries/<name>.sql."""
+    if not _QUERY_NAME.fullmatch(name):
+        raise ValueError(f"bad query name {name!r}")
+    return (queries_dir() / f"{name}.sql").read_text(encoding="utf-8")
+
+
+def _empty_view(con: duckdb.DuckDBPyConnection, name: str, s: pa.Schema) -> None:
+    con.from_arrow(s.empty_table()).create_view(name)
+
+
+def connect(store: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory duckdb with views runs / events / requests / compiles over the store.
+
+    Only committed runs (those with a runs/<id>.parquet) are visible in every view.
+    """
+    if not store.is_dir():
+        raise WorkbenchError(str(store), "store directory does not exist")
+    con = duckdb.connect(":memory:")
+    ids = run_ids(store)
+    # Relations instead of SQL text: store paths may hold any character, and nothing user-made
+    # is ever formatted into SQL.
+    if ids:
+        files = [str(store / "runs" / f"{r}.parquet") for r in ids]
+        con.read_parquet(files, union_by_name=True).create_view("runs")
+    else:
+        _empty_view(con, "runs", schema.RUNS)
+    for name, file_schema in schema.PARTITIONED.items():
+        paths = [
+            str(store / name / f"run_id={r}" / "part-0.parquet")
+            for r in ids
+            if (store / name / f"run_id={r}").is_dir()
+        ]
+        if paths:
+            con.sql(
+                "SELECT * FROM read_parquet($paths, hive_partitioning = true, "
+                "hive_types = {'run_id': VARCHAR}, union_by_name = true)",
+                params={"paths": paths},
+            ).create_view(name)
+        else:
+            _empty_view(con, name, schema.with_run_id(file_schema))
+    return con
+
+
+def query(
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None
+) -> pa.Table:
+    """Run queries/<name>.sql with named parameters and return Arrow."""
+    result = con.execute(load_query(name), params or {})
+    table: pa.Table = result.to_arrow_table()
+    return table

@@ -1,0 +1,179 @@
+"""The on-disk store layout (DESIGN §4) and the all-or-nothing commit of one run."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from workbench.errors import WorkbenchError
+from workbench.store import schema
+
+# A leading letter keeps hive partition values from being auto-cast to numbers or dates by
+# duckdb / polars, and the character set keeps ids safe as path components.
+RUN_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
+STAGING = ".staging"
+PART_FILE = "part-0.parquet"
+
+
+def check_run_id(run_id: str) -> str:
+    """Return run_id if it is a safe store identifier, else raise a one-line error."""
+    if not RUN_ID_RE.fullmatch(run_id) or ".." in run_id:
+        raise WorkbenchError(
+            repr(run_id),
+            "invalid run id (a letter, then up to 63 of letters, digits, '.', '_', '-')",
+        )
+    return run_id
+
+
+@dataclass(frozen=True)
+class RunTables:
+    """Everything one run contributes to the store; partition tables omit run_id."""
+
+    run: pa.Table
+    events: pa.Table
+    requests: pa.Table
+    compiles: pa.Table
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run.column("run_id")[0].as_py())
+
+
+def runs_dir(store: Path) -> Path:
+    return store / "runs"
+
+
+def run_file(store: Path, run_id: str) -> Path:
+    return runs_dir(store) / f"{check_run_id(run_id)}.parquet"
+
+
+def partition_dir(store: Path, table: str, run_id: str) -> Path:
+    return store / table / f"run_id={check_run_id(run_id)}"
+
+
+def incidents_dir(store: Path) -> Path:
+    return store / "incidents"
+
+
+def run_ids(store: Path) -> list[str]:
+    """Committed runs, sorted; a run exists once its runs/<id>.parquet is in place."""
+    d = runs_dir(store)
+    if not d.is_dir():
+        return []
+    return sorted(
+        p.stem
+        for p in d.glob("*.parquet")
+        if RUN_ID_RE.fullmatch(p.stem) and not p.name.startswith(".")
+    )
+
+
+def read_run_row(store: Path, run_id: str) -> dict[str, object] | None:
+    """The runs row of run_id as a dict, or None when it is not in the store."""
+    path = run_file(store, run_id)
+    if not path.exists():
+        return None
+    rows = pq.read_table(path, schema=schema.RUNS).to_pylist()
+    return rows[0] if rows else None
+
+
+def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
+    """Reorder and cast a table to target, adding null columns that it lacks."""
+    cols = []
+    for field in target:
+        if field.name in table.column_names:
+            cols.append(table.column(field.name).cast(field.type))
+        else:
+            cols.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(cols, schema=target)
+
+
+def _write(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, compression="zstd", row_group_size=256 * 1024)
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+
+
+def _describe_os_error(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "store is not writable"
+    return exc.strerror or str(exc)
+
+
+@contextmanager
+def _staging(store: Path) -> Iterator[Path]:
+    """A private directory inside the store, removed whatever happens."""
+    base = store / STAGING
+    created_base = not base.exists()
+    stage = base / uuid.uuid4().hex
+    try:
+        stage.mkdir(parents=True)
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        if created_base:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
+    """Write one run all-or-nothing: stage every file, then rename into place, runs row last.
+
+    Raises WorkbenchError naming `source` if the run exists or anything fails; the store is then
+    exactly as it was.
+    """
+    run_id = check_run_id(tables.run_id)
+    final_run = run_file(store, run_id)
+    targets = {name: partition_dir(store, name, run_id) for name in schema.PARTITIONED}
+    if final_run.exists() or any(t.exists() for t in targets.values()):
+        raise WorkbenchError(source, f"run {run_id!r} already exists in {store}")
+    created: list[Path] = []
+    moved: list[Path] = []
+    try:
+        if not store.exists():
+            store.mkdir(parents=True)
+            created.append(store)
+        with _staging(store) as stage:
+            _write(_conform(tables.run, schema.RUNS), stage / "runs" / f"{run_id}.parquet")
+            for name, file_schema in schema.PARTITIONED.items():
+                table = getattr(tables, name)
+                _write(_conform(table, file_schema), stage / name / PART_FILE)
+            for name in schema.PARTITIONED:
+                parent = targets[name].parent
+                if not parent.exists():
+                    parent.mkdir()
+                    created.append(parent)
+                os.rename(stage / name, targets[name])
+                moved.append(targets[name])
+            if not final_run.parent.exists():
+                final_run.parent.mkdir()
+                created.append(final_run.parent)
+            os.rename(stage / "runs" / f"{run_id}.parquet", final_run)
+    except OSError as exc:
+        for path in reversed(moved):
+            shutil.rmtree(path, ignore_errors=True)
+        for path in reversed(created):
+            shutil.rmtree(path, ignore_errors=True)
+        raise WorkbenchError(
+            source, f"cannot write to store {store}: {_describe_os_error(exc)}"
+        ) from exc
+    _fsync_dir(final_run.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,120 @@
+"""Arrow schemas of store v1 (DESIGN §4): the single definition every writer and reader uses."""
+
+from typing import Final
+
+import pyarrow as pa
+
+SCHEMA_VERSION: Final[int] = 1
+
+_TAGS = pa.map_(pa.string(), pa.string())
+
+RUNS: Final[pa.Schema] = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("label", pa.string()),
+        ("source_format", pa.string()),
+        ("source_file", pa.string()),
+        ("source_sha256", pa.string()),
+        ("imported_at", pa.timestamp("us", tz="UTC")),
+        ("model", pa.string()),
+        ("workload", pa.string()),
+        ("compiler", pa.string()),
+        ("compiler_version", pa.string()),
+        ("runtime", pa.string()),
+        ("runtime_version", pa.string()),
+        ("hardware", pa.string()),
+        ("device_count", pa.int32()),
+        ("driver_version", pa.string()),
+        ("host", pa.string()),
+        ("rank", pa.int32()),
+        ("world_size", pa.int32()),
+        ("thermal_state", pa.string()),
+        ("tags", _TAGS),
+        ("schema_version", pa.int32()),
+    ]
+)
+
+# Partitioned tables: files under <table>/run_id=<id>/ do not repeat run_id (hive convention);
+# readers get it back from the path. *_FILE schemas are what a partition file holds.
+EVENTS_FILE: Final[pa.Schema] = pa.schema(
+    [
+        ("event_id", pa.int64()),
+        ("request_id", pa.string()),
+        ("stage", pa.string()),
+        ("category", pa.string()),
+        ("name", pa.string()),
+        ("ts_us", pa.float64()),
+        ("dur_us", pa.float64()),
+        ("device", pa.int32()),
+        ("core", pa.int32()),
+        ("stream", pa.int32()),
+        ("pid", pa.int64()),
+        ("tid", pa.int64()),
+        ("correlation", pa.int64()),
+        ("parent_id", pa.int64()),
+        ("shape", pa.string()),
+        ("flops", pa.float64()),
+        ("bytes", pa.float64()),
+        ("kernel", pa.string()),
+        ("tile", pa.string()),
+        ("fusion_group", pa.int64()),
+        ("mem_tier", pa.string()),
+        ("predicted_us", pa.float64()),
+        ("fallback", pa.bool_()),
+        ("recompile", pa.bool_()),
+        # Not in DESIGN §4's list: the torch.compile id ("0/1") that joins events to compiles.
+        ("compile_id", pa.string()),
+        ("args", pa.string()),
+    ]
+)
+
+REQUESTS_FILE: Final[pa.Schema] = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("name", pa.string()),
+        ("arrival_us", pa.float64()),
+        ("start_us", pa.float64()),
+        ("end_us", pa.float64()),
+        ("latency_us", pa.float64()),
+        ("batch_id", pa.int64()),
+        ("batch_size", pa.int32()),
+        ("shape_key", pa.string()),
+        ("ingress_us", pa.float64()),
+        ("lowering_us", pa.float64()),
+        ("scheduling_us", pa.float64()),
+        ("execution_us", pa.float64()),
+        ("assembly_us", pa.float64()),
+        ("other_us", pa.float64()),
+        ("sla_us", pa.float64()),
+        ("quality", pa.float64()),
+        ("ok", pa.bool_()),
+    ]
+)
+
+COMPILES_FILE: Final[pa.Schema] = pa.schema(
+    [
+        ("compile_id", pa.string()),
+        ("start_us", pa.float64()),
+        ("duration_us", pa.float64()),
+        ("dynamo_us", pa.float64()),
+        ("aot_us", pa.float64()),
+        ("inductor_us", pa.float64()),
+        ("codegen_us", pa.float64()),
+        ("recompile_reason", pa.string()),
+        ("fail_reason", pa.string()),
+        ("guard_count", pa.int32()),
+        ("graph_op_count", pa.int32()),
+        ("cache_hit", pa.bool_()),
+    ]
+)
+
+PARTITIONED: Final[dict[str, pa.Schema]] = {
+    "events": EVENTS_FILE,
+    "requests": REQUESTS_FILE,
+    "compiles": COMPILES_FILE,
+}
+
+
+def with_run_id(schema: pa.Schema) -> pa.Schema:
+    """The logical table schema: a partition file's schema with run_id in front."""
+    return pa.schema([pa.field("run_id", pa.string()), *schema])

@@ -1,0 +1,1 @@
+"""Triage: pairing, evidence, localization, judge, incident record, export. Never imports textual."""

@@ -1,0 +1,1 @@
+"""The Textual app: the only layer that imports textual."""
