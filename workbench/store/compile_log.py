@@ -1,0 +1,266 @@
+"""torch.compile structured logs (TORCH_TRACE) as rows of the compiles table, one per compilation.
+
+Times: start_us is kept as the log gives it, absolute Unix-epoch microseconds (torch 2.13
+`start_time_us`). A Kineto trace of the same process is on the same clock once shifted:
+epoch_us = ts + baseTimeNanoseconds / 1000 (checked on tests/fixtures/torch), so the ingest can
+make it relative to its run start. Phase durations are exclusive (the log's nested cumulative
+timers differenced), so dynamo_us + aot_us + inductor_us + codegen_us == duration_us whenever the
+backend ran; a phase the log does not time is null.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+
+from workbench.errors import WorkbenchError
+from workbench.store.chrome_trace import read_bytes
+from workbench.store.progress import ProgressFn
+from workbench.store.schema import COMPILES_FILE
+
+# glog prefix written by torch._logging's structured trace handler:
+# V1129 19:27:23.987000 8841 torch/_dynamo/guards.py:5400] {"artifact": ...}
+_ENVELOPE = re.compile(rb"^[VIWEDCF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]]*\] (\{.*)$")
+_LOG_NAME = re.compile(r"\.log(\.gz)?$")
+_RANK_IN_NAME = re.compile(r"_rank_(\d+)_")
+
+# (hit, miss) counter names of the compile caches that compilation_metrics reports.
+_CACHE_COUNTERS = [
+    ("inductor_fx_local_cache_hit_count", "inductor_fx_local_cache_miss_count"),
+    ("inductor_fx_remote_cache_hit_count", "inductor_fx_remote_cache_miss_count"),
+    ("aotautograd_local_cache_hit_count", "aotautograd_local_cache_miss_count"),
+    ("aotautograd_remote_cache_hit_count", "aotautograd_remote_cache_miss_count"),
+]
+
+
+@dataclass(frozen=True)
+class _Row:
+    compile_id: str
+    start_us: float | None
+    duration_us: float | None
+    dynamo_us: float | None
+    aot_us: float | None
+    inductor_us: float | None
+    codegen_us: float | None
+    recompile_reason: str | None
+    fail_reason: str | None
+    guard_count: int | None
+    graph_op_count: int | None
+    cache_hit: bool | None
+
+
+def read_compile_log(
+    path: Path,
+    *,
+    rank: int | None = None,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+) -> pa.Table:
+    """Compilations in a TORCH_TRACE log file or directory as a COMPILES_FILE table.
+
+    A directory holding logs of several ranks needs `rank`; files may be gzip-compressed.
+    """
+    rows: list[_Row] = []
+    for file in _log_files(path, rank):
+        rows.extend(_read_file(file, progress, cancel))
+    # Log order is completion order; start order is what a timeline wants.
+    rows.sort(key=lambda r: (r.start_us is None, r.start_us or 0.0))
+    columns = {f.name: [getattr(r, f.name) for r in rows] for f in COMPILES_FILE}
+    return pa.Table.from_pydict(columns, schema=COMPILES_FILE)
+
+
+def _log_files(path: Path, rank: int | None) -> list[Path]:
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise WorkbenchError(str(path), "no such file or directory")
+    files = sorted(p for p in path.iterdir() if p.is_file() and _LOG_NAME.search(p.name))
+    if not files:
+        raise WorkbenchError(str(path), "no TORCH_TRACE log (*.log or *.log.gz) in this directory")
+    by_rank: dict[int | None, list[Path]] = {}
+    for p in files:
+        m = _RANK_IN_NAME.search(p.name)
+        by_rank.setdefault(int(m.group(1)) if m else None, []).append(p)
+    if rank is not None and set(by_rank) != {None}:
+        # A rank only selects among rank-named files; unranked logs belong to whoever asks.
+        if rank not in by_rank:
+            raise WorkbenchError(str(path), f"no TORCH_TRACE log of rank {rank} in this directory")
+        return by_rank[rank]
+    if len(by_rank) > 1:
+        ranks = ", ".join(str(r) for r in sorted(k for k in by_rank if k is not None))
+        raise WorkbenchError(str(path), f"holds logs of ranks {ranks}; choose one rank")
+    return files
+
+
+def _envelopes(data: bytes, subject: str) -> Iterator[tuple[int, dict[str, object], list[bytes]]]:
+    """(line number, decoded envelope, payload lines) for every record of the log."""
+    lines = data.split(b"\n")
+    n = len(lines)
+    i = 0
+    while i < n:
+        line = lines[i].rstrip(b"\r")
+        i += 1
+        if not line.strip():
+            continue
+        m = _ENVELOPE.match(line)
+        if m is None:
+            raise WorkbenchError(subject, f"line {i}: not a TORCH_TRACE structured log line")
+        try:
+            record = msgspec.json.decode(m.group(1))
+        except msgspec.DecodeError as exc:
+            raise WorkbenchError(subject, f"line {i}: truncated or malformed JSON ({exc})") from exc
+        if not isinstance(record, dict):
+            raise WorkbenchError(subject, f"line {i}: record is not a JSON object")
+        start = i
+        payload: list[bytes] = []
+        while i < n and lines[i].startswith(b"\t"):
+            payload.append(lines[i][1:].rstrip(b"\r"))
+            i += 1
+        yield start, record, payload
+
+
+def _read_file(
+    file: Path, progress: ProgressFn | None, cancel: threading.Event | None
+) -> list[_Row]:
+    subject = str(file)
+    data = read_bytes(file, progress, cancel)
+    metrics: list[tuple[int, Mapping[str, object], str | None]] = []
+    reasons: dict[str, str] = {}
+    for line_no, record, payload in _envelopes(data, subject):
+        if "compilation_metrics" in record:
+            m = record["compilation_metrics"]
+            if not isinstance(m, dict):
+                raise WorkbenchError(
+                    subject, f"line {line_no}: compilation_metrics is not an object"
+                )
+            if m.get("is_runtime") is True:
+                # Runtime events (autotuning, cudagraphs) reuse the record but are no compilation.
+                continue
+            metrics.append((line_no, m, _envelope_compile_id(record)))
+        elif _artifact_name(record) == "recompile_reasons":
+            cid = _envelope_compile_id(record)
+            first = _first_reason(payload)
+            if cid is not None and first is not None:
+                reasons[cid] = first
+    return [_row(m, cid, reasons, subject, line_no) for line_no, m, cid in metrics]
+
+
+def _artifact_name(record: Mapping[str, object]) -> str | None:
+    art = record.get("artifact")
+    name = art.get("name") if isinstance(art, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _envelope_compile_id(record: Mapping[str, object]) -> str | None:
+    """ "frame/compile" (with "_attempt" after a restart), as torch prints a CompileId."""
+    frame, comp, attempt = (record.get(k) for k in ("frame_id", "frame_compile_id", "attempt"))
+    if not isinstance(frame, int) or not isinstance(comp, int):
+        return None
+    return f"{frame}/{comp}" + (f"_{attempt}" if isinstance(attempt, int) and attempt else "")
+
+
+def _first_reason(payload: list[bytes]) -> str | None:
+    """The newest guard failure: the payload is a JSON list, or one reason as plain text."""
+    text = b"\n".join(payload).strip()
+    if not text:
+        return None
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return text.decode("utf-8", errors="replace")
+    if isinstance(value, list):
+        return str(value[0]) if value else None
+    return str(value)
+
+
+def _row(
+    m: Mapping[str, object],
+    envelope_id: str | None,
+    reasons: Mapping[str, str],
+    subject: str,
+    line_no: int,
+) -> _Row:
+    def num(key: str, scale: float = 1.0) -> float | None:
+        v = m.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise WorkbenchError(subject, f"line {line_no}: {key} is not a number")
+        return float(v) * scale
+
+    def count(key: str) -> int | None:
+        v = num(key)
+        return None if v is None else int(v)
+
+    def first(*candidates: tuple[str, float]) -> float | None:
+        for key, scale in candidates:
+            v = num(key, scale)
+            if v is not None:
+                return v
+        return None
+
+    cid = m.get("compile_id")
+    compile_id = cid if isinstance(cid, str) and cid else envelope_id
+    if compile_id is None:
+        raise WorkbenchError(subject, f"line {line_no}: compilation_metrics without a compile id")
+    # torch >= 2.6 logs microsecond integers; older versions seconds as floats.
+    total = first(
+        ("dynamo_cumulative_compile_time_us", 1.0),
+        ("duration_us", 1.0),
+        ("entire_frame_compile_time_s", 1e6),
+    )
+    backend = first(
+        ("aot_autograd_cumulative_compile_time_us", 1.0), ("backend_compile_time_s", 1e6)
+    )
+    inductor = first(("inductor_cumulative_compile_time_us", 1.0), ("inductor_compile_time_s", 1e6))
+    codegen = first(("inductor_code_gen_cumulative_compile_time_us", 1.0), ("code_gen_time_s", 1e6))
+    reason = m.get("recompile_reason")
+    fail_type, fail_reason = m.get("fail_type"), m.get("fail_reason")
+    fail = None
+    if fail_reason is not None or fail_type is not None:
+        fail = ": ".join(str(x).strip() for x in (fail_type, fail_reason) if x is not None)
+    return _Row(
+        compile_id=compile_id,
+        start_us=first(("start_time_us", 1.0), ("start_time", 1e6)),
+        duration_us=first(("duration_us", 1.0), ("entire_frame_compile_time_s", 1e6)),
+        dynamo_us=_minus(total, backend),
+        aot_us=_minus(backend, inductor),
+        inductor_us=_minus(inductor, codegen),
+        codegen_us=codegen,
+        recompile_reason=reason if isinstance(reason, str) else reasons.get(compile_id),
+        fail_reason=fail,
+        guard_count=count("guard_count"),
+        graph_op_count=count("graph_op_count"),
+        cache_hit=_cache_hit(m, subject, line_no),
+    )
+
+
+def _minus(outer: float | None, inner: float | None) -> float | None:
+    """Exclusive time of a timer around a nested one; the outer alone when nothing is nested."""
+    if outer is None:
+        return None
+    return max(outer - (inner or 0.0), 0.0)
+
+
+def _cache_hit(m: Mapping[str, object], subject: str, line_no: int) -> bool | None:
+    """True when every compile-cache lookup hit, False on any miss, None when none was made."""
+
+    def counter(key: str) -> int:
+        v = m.get(key)
+        if v is None:
+            return 0
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise WorkbenchError(subject, f"line {line_no}: {key} is not an integer")
+        return v
+
+    hits = sum(counter(hit) for hit, _ in _CACHE_COUNTERS)
+    misses = sum(counter(miss) for _, miss in _CACHE_COUNTERS)
+    if hits == 0 and misses == 0:
+        return None
+    return misses == 0
