@@ -38,6 +38,8 @@ class OpArrays:
     recompile: B
     predicted_us: F64  # the compiler's own estimate, NaN when absent
     kernel: list[str] = field(default_factory=list)  # kernel name per op ('' unknown)
+    # logical op name per op (the event name, '' unknown): matches an op across runs
+    name: list[str] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -55,6 +57,8 @@ class RequestArrays:
     stage_us: F64  # shape (n_requests, 6)
     batch_size: I32
     shape_key: list[str]  # DESIGN §4 shape_key, '' when unknown
+    # Requests sharing a batch id (>= 0) are served together as one queue job; -1 or None: alone.
+    batch_id: I64 | None = None
 
     @property
     def size(self) -> int:

@@ -1,0 +1,279 @@
+"""Per-op cost model, vectorized over every op of every request of a run (DESIGN §5).
+
+An op is *modelled* when it carries flops or bytes; otherwise its observed time is used as is.
+For a modelled op, in microseconds:
+
+  compute c: matrix-unit ops (tiled, or >= `matrix_min_flops_per_output` flops per output
+      element) run at the bf16 peak, others and mapping fallbacks at the vector rate. Tiled ops
+      pay tile quantization (ceil(M/tm) * ceil(N/tn) tiles of tm*tn outputs, padding included)
+      and wave quantization (tiles run in waves of core_count * occupancy slots, occupancy =
+      tiles whose staging buffers fit a core's SRAM, capped by the profile).
+  memory m: bytes at the bandwidth of their tier (sram / hbm / host link; unknown = hbm) plus
+      spill traffic at HBM bandwidth: a fused group (ops of one request sharing a fusion group)
+      whose working set (sum of its ops' bytes) exceeds the on-chip capacity spills the excess
+      (written and read back), charged to its ops in proportion to their bytes.
+  t = c + m - rho * min(c, m)  (partial overlap), plus one launch overhead per fused group
+      (charged to its first modelled op) or per unfused op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from accel.ops import F64, I64, B, OpArrays
+from accel.profiles import HardwareProfile
+from accel.stages import MEM_TIER_CODE, MEM_TIERS
+
+_US = 1e6
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class CostParams:
+    """Tunable constants of the cost model (defaults are engineering estimates, not data)."""
+
+    overlap: float = 0.8  # rho: share of min(compute, memory) hidden by overlap
+    compute_efficiency: float = 0.75  # reachable share of peak FLOP/s on a full wave
+    memory_efficiency: float = 0.85  # reachable share of peak bandwidth
+    k_tile: float = 64.0  # reduction depth staged per tile (for the tile's SRAM footprint)
+    elem_bytes: float = 2.0  # bf16 operands
+    acc_bytes: float = 4.0  # fp32 accumulators
+    spill_factor: float = 2.0  # spilled bytes are written out and read back
+    onchip_share: float = 1.0  # share of SRAM + L2 a fused group may keep resident
+    matrix_min_flops_per_output: float = 32.0  # untiled ops this dense go to the matrix unit
+
+
+DEFAULT_PARAMS = CostParams()
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Model output per op (same order as the OpArrays); times in microseconds."""
+
+    predicted_us: F64  # modelled time, or the observed time (NaN -> 0) where not modelled
+    modelled: B
+    compute_us: F64  # 0 where not modelled
+    memory_us: F64  # tier traffic + spill traffic, 0 where not modelled
+    spill_bytes: F64
+    launched: B  # pays a launch: a modelled unfused op, or a fused group's first modelled op
+    launch_overhead_us: float
+    matrix_unit: B  # ran on the matrix unit (vs vector unit)
+
+    @property
+    def launch_us(self) -> F64:
+        """Launch overhead charged to each op (0 where not launched)."""
+        return np.asarray(self.launched * self.launch_overhead_us, dtype=np.float64)
+
+    @property
+    def memory_bound(self) -> B:
+        """Modelled ops whose memory time exceeds their compute time."""
+        return np.asarray(self.modelled & (self.memory_us > self.compute_us), dtype=np.bool_)
+
+
+def _positive(x: F64) -> F64:
+    """x where finite and > 0, else 0 (fmax maps NaN and negatives to 0 in one pass)."""
+    out = np.fmax(x, 0.0)
+    if np.isinf(out).any():
+        out[np.isinf(out)] = 0.0
+    return out
+
+
+def dense_ids(key: I64) -> tuple[I64, int]:
+    """Ids 0..k-1 numbering the distinct values of `key` in ascending order, and k.
+
+    Uses a bincount table when the key range is small (O(n)), a sort otherwise.
+    """
+    if key.size == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    lo, hi = int(key.min()), int(key.max())
+    if hi - lo <= 4 * key.size + 1024:
+        present = np.bincount(key - lo, minlength=hi - lo + 1) > 0
+        table = np.cumsum(present) - 1
+        return table[key - lo].astype(np.int64), int(present.sum())
+    uniq, inv = np.unique(key, return_inverse=True)
+    return inv.ravel().astype(np.int64), int(uniq.size)
+
+
+def _group_key(ops: OpArrays, fused: NDArray[np.intp]) -> tuple[I64, int]:
+    """A key per fused op, equal exactly for ops of one (request, fusion group) instance, in
+    0..k-1 with k small enough to index a table (at most ~4 keys per op)."""
+    req, fg = ops.req[fused], ops.fusion_group[fused]
+    width = int(fg.max()) + 1
+    if width * (int(req.max()) + 1) < 2**62:
+        key = req * width + fg
+        lo, hi = int(key.min()), int(key.max())
+        if hi - lo <= 4 * key.size + 1024:
+            return key - lo, hi - lo + 1
+        return dense_ids(key)
+    # Ids too wide to pack into one int64 key.
+    _, inv = np.unique(np.stack((req, fg), axis=1), axis=0, return_inverse=True)
+    inv = inv.ravel().astype(np.int64)
+    return inv, int(inv.max()) + 1
+
+
+def group_instance(ops: OpArrays) -> I64:
+    """Dense id of each op's fused-group instance (request, fusion group); -1 when unfused."""
+    fused = np.flatnonzero(ops.fusion_group >= 0)
+    out = np.full(ops.size, -1, dtype=np.int64)
+    if fused.size:
+        out[fused] = dense_ids(_group_key(ops, fused)[0])[0]
+    return out
+
+
+def chunks(n: int) -> list[slice]:
+    """Slices of at most _CHUNK ops: temporaries of one chunk stay in cache and are recycled by
+    the allocator, where whole-run temporaries would page-fault on every fresh 8 MB array."""
+    return [slice(lo, min(n, lo + _CHUNK)) for lo in range(0, n, _CHUNK)]
+
+
+def _quantize(
+    m: F64, n: F64, tm: F64, tn: F64, hw: HardwareProfile, p: CostParams
+) -> tuple[F64, F64, F64]:
+    """(tiles, waves, slots per wave) of tiled ops: ceil(M/tm) * ceil(N/tn) tiles run in waves
+    of core_count * occupancy, occupancy = tiles whose staging buffers fit a core's SRAM."""
+    tiles = np.ceil(m / tm) * np.ceil(n / tn)
+    footprint = (tm + tn) * (p.k_tile * p.elem_bytes) + tm * tn * p.acc_bytes
+    occupancy = np.clip(np.floor(hw.sram_per_core_bytes / footprint), 1, hw.max_tiles_per_core)
+    slots = hw.core_count * occupancy
+    return tiles, np.ceil(tiles / slots), slots
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """Tile and wave counts per op; NaN where the op is not tiled (no tile, shape or fallback)."""
+
+    tiles: F64
+    waves: F64
+    wave_efficiency: F64  # tiles / (waves * slots): share of the last-wave-padded slots used
+
+
+def tile_plan(ops: OpArrays, hw: HardwareProfile, params: CostParams = DEFAULT_PARAMS) -> TilePlan:
+    """The tile/wave quantization op_times applies, for showing why a tile choice costs time."""
+    ok = (
+        ~ops.fallback
+        & (ops.m > 0)
+        & (ops.n > 0)
+        & (ops.m < np.inf)
+        & (ops.n < np.inf)
+        & (ops.tile_m > 0)
+        & (ops.tile_n > 0)
+        & (ops.tile_m < np.inf)
+        & (ops.tile_n < np.inf)
+    )
+    idx = np.flatnonzero(ok)
+    tiles, waves, slots = _quantize(
+        ops.m[idx], ops.n[idx], ops.tile_m[idx], ops.tile_n[idx], hw, params
+    )
+    out = np.full((3, ops.size), np.nan)
+    out[0, idx], out[1, idx], out[2, idx] = tiles, waves, tiles / (waves * slots)
+    return TilePlan(tiles=out[0], waves=out[1], wave_efficiency=out[2])
+
+
+def _local_costs(ops: OpArrays, sl: slice, hw: HardwareProfile, p: CostParams, out: OpCost) -> None:
+    """Everything that depends on the op alone, for one chunk; fused groups are fixed up after."""
+    f = _positive(ops.flops[sl])
+    b = _positive(ops.bytes[sl])
+    mod = (f > 0) | (b > 0)  # unmodelled ops keep f = b = 0, hence zero compute and memory
+    out.modelled[sl] = mod
+
+    vec_us = _US / (hw.vector_flops * p.compute_efficiency)
+    mat_us = _US / (hw.peak_dense_bf16_flops * p.compute_efficiency)
+    compute = out.compute_us[sl]
+    np.multiply(f, vec_us, out=compute)
+    # Candidates for the matrix unit: known output shape, not a generic fallback kernel.
+    m, nn = ops.m[sl], ops.n[sl]
+    cand = np.flatnonzero(
+        mod & ~ops.fallback[sl] & (m > 0) & (nn > 0) & (m < np.inf) & (nn < np.inf)
+    )
+    cm, cn = m[cand], nn[cand]
+    ctm, ctn = ops.tile_m[sl][cand], ops.tile_n[sl][cand]
+    has_tile = np.flatnonzero((ctm > 0) & (ctn > 0) & (ctm < np.inf) & (ctn < np.inf))
+    outputs = cm * cn
+    on_matrix = f[cand] >= p.matrix_min_flops_per_output * outputs
+    on_matrix[has_tile] = True
+    matrix = out.matrix_unit[sl]
+    matrix.fill(False)
+    np.put(matrix, cand[on_matrix], True)
+    factor = 1.0 + on_matrix * (mat_us / vec_us - 1.0)
+
+    # Work actually issued: every slot of every wave runs a full tm x tn tile.
+    tm, tn = ctm[has_tile], ctn[has_tile]
+    _, t_waves, slots = _quantize(cm[has_tile], cn[has_tile], tm, tn, hw, p)
+    factor[has_tile] *= t_waves * slots * tm * tn / outputs[has_tile]
+    compute[cand] *= factor
+
+    # Microseconds per byte by tier code; index -1 (unknown) reads the last entry: HBM.
+    per_byte = np.empty(len(MEM_TIERS) + 1)
+    per_byte[[MEM_TIER_CODE["sram"], MEM_TIER_CODE["hbm"], MEM_TIER_CODE["host"], -1]] = (
+        hw.sram_bw,
+        hw.hbm_bw,
+        hw.host_link_bw,
+        hw.hbm_bw,
+    )
+    per_byte = _US / (per_byte * p.memory_efficiency)
+    tier = ops.mem_tier[sl]
+    if int(tier.min()) < -1 or int(tier.max()) >= len(MEM_TIERS):
+        tier = np.where((tier < -1) | (tier >= len(MEM_TIERS)), -1, tier).astype(np.int8)
+    memory = out.memory_us[sl]
+    np.multiply(b, per_byte[tier], out=memory)
+    out.launched[sl] = mod
+
+    # t = c + m - rho * min(c, m) + launch; exactly 0 for unmodelled ops, which then get their
+    # observed time (NaN -> 0) added.
+    pred = out.predicted_us[sl]
+    np.minimum(compute, memory, out=pred)
+    pred *= -p.overlap
+    pred += compute
+    pred += memory
+    pred += mod * hw.launch_overhead_us
+    observed = ops.observed_us[sl]
+    if not np.isfinite(observed).all():
+        observed = np.nan_to_num(observed, nan=0.0)
+    pred += observed * ~mod
+
+
+def _group_costs(ops: OpArrays, hw: HardwareProfile, p: CostParams, out: OpCost) -> None:
+    """Spill traffic and launch sharing of fused group instances (they may span chunks)."""
+    fused = np.flatnonzero(out.modelled & (ops.fusion_group >= 0))
+    if not fused.size:
+        return
+    key, n_keys = _group_key(ops, fused)
+    bf = _positive(ops.bytes[fused])
+    working = np.bincount(key, weights=bf, minlength=n_keys)
+    excess = np.maximum(working - hw.onchip_bytes * p.onchip_share, 0.0)
+    over = np.flatnonzero(excess[key] > 0)  # working > capacity >= 0: no division by zero
+    if over.size:
+        k_over = key[over]
+        spill = excess[k_over] * p.spill_factor * bf[over] / working[k_over]
+        out.spill_bytes[fused[over]] = spill
+        out.memory_us[fused[over]] += spill * (_US / (hw.hbm_bw * p.memory_efficiency))
+    # One launch per group instance, on its first modelled op in array order.
+    first = np.full(n_keys, ops.size, dtype=np.int64)
+    np.minimum.at(first, key, fused)
+    out.launched[fused] = False
+    out.launched[first[first < ops.size]] = True
+    c, m = out.compute_us[fused], out.memory_us[fused]
+    launch = out.launched[fused] * hw.launch_overhead_us
+    out.predicted_us[fused] = c + m - p.overlap * np.minimum(c, m) + launch
+
+
+def op_times(ops: OpArrays, hw: HardwareProfile, params: CostParams = DEFAULT_PARAMS) -> OpCost:
+    """Predicted time of every op of a run on `hw` (see the module docstring for the model)."""
+    n = ops.size
+    out = OpCost(
+        predicted_us=np.empty(n),
+        modelled=np.empty(n, dtype=np.bool_),
+        compute_us=np.empty(n),
+        memory_us=np.empty(n),
+        spill_bytes=np.zeros(n),
+        launched=np.empty(n, dtype=np.bool_),
+        launch_overhead_us=hw.launch_overhead_us,
+        matrix_unit=np.empty(n, dtype=np.bool_),
+    )
+    for sl in chunks(n):
+        _local_costs(ops, sl, hw, params, out)
+    _group_costs(ops, hw, params, out)
+    return out
