@@ -44,6 +44,7 @@ def connect(store: Path) -> duckdb.DuckDBPyConnection:
     if not store.is_dir():
         raise WorkbenchError(str(store), "store directory does not exist")
     con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")  # never print from a headless layer
     ids = run_ids(store)
     # Relations instead of SQL text: store paths may hold any character, and nothing user-made
     # is ever formatted into SQL.
@@ -73,6 +74,6 @@ def query(
     con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None
 ) -> pa.Table:
     """Run queries/<name>.sql with named parameters and return Arrow."""
-    result = con.execute(load_query(name), params or {})
-    table: pa.Table = result.to_arrow_table()
+    # con.sql keeps the result in Arrow; a DB-API execute() result would copy the rows once more.
+    table: pa.Table = con.sql(load_query(name), params=params or {}).to_arrow_table()
     return table

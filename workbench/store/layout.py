@@ -94,7 +94,9 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
             cols.append(table.column(field.name).cast(field.type))
         else:
             cols.append(pa.nulls(table.num_rows, field.type))
-    return pa.Table.from_arrays(cols, schema=target)
+    # Key-value metadata of the input (e.g. the importer's options fingerprint) is kept.
+    meta = {**(target.metadata or {}), **(table.schema.metadata or {})}
+    return pa.Table.from_arrays(cols, schema=target.with_metadata(meta or None))
 
 
 def _write(table: pa.Table, path: Path) -> None:

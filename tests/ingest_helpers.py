@@ -1,0 +1,50 @@
+"""Shared by the ingest tests: CLI runner, store hashing, independent trace reading."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT.parent / "shared" / "traces"
+RANK0 = TRACES / "rank0.json.gz"
+MI250 = TRACES / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+TORCH = ROOT / "tests" / "fixtures" / "torch"
+HANDMADE = ROOT / "tests" / "fixtures" / "serving" / "handmade_serving.json"
+
+
+def store_hash(store: Path) -> dict[str, str]:
+    """Every path under the store (files hashed, directories marked): equal = byte-for-byte."""
+    if not store.exists():
+        return {}
+    out: dict[str, str] = {}
+    for p in sorted(store.rglob("*")):
+        rel = str(p.relative_to(store))
+        out[rel] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def cli(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    """workbench's main() with only the subcommands whose modules exist yet."""
+    from workbench.cli import main as m
+
+    present = {
+        k: v for k, v in m.COMMANDS.items() if importlib.util.find_spec(f"workbench.cli.{v}")
+    }
+    monkeypatch.setattr(m, "COMMANDS", present)
+    return m.main(argv)
+
+
+def load_events(path: Path) -> list[dict[str, Any]]:
+    """The trace's events with plain json/gzip, independent of the importer."""
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    doc = json.loads(raw)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc

@@ -1,0 +1,96 @@
+"""`workbench ingest`: import trace files into a store, with a progress bar on a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "ingest",
+        help="import Kineto / Chrome-trace JSON (gzip ok) or Parquet into a store",
+        description="Import trace files into a store; each file becomes one run, all-or-nothing.",
+    )
+    p.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="Chrome/Kineto JSON (gzip ok), a schema-v1 events Parquet, or another store",
+    )
+    p.add_argument("--store", type=Path, required=True, metavar="DIR")
+    p.add_argument("--run-id", default=None, metavar="ID", help="run id (one FILE only)")
+    p.add_argument("--label", default=None, metavar="TEXT")
+    p.add_argument(
+        "--tag", action="append", default=[], metavar="KEY=VALUE", help="run tag (repeatable)"
+    )
+    p.add_argument(
+        "--compile-log",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="torch.compile TORCH_TRACE log (file or directory), stored as the run's compiles",
+    )
+    p.add_argument(
+        "--request-pattern",
+        default=None,
+        metavar="REGEX",
+        help="spans whose name matches are the requests (overrides annotations / steps)",
+    )
+
+
+class Bar:
+    """A one-line progress bar on a terminal: bytes read and events decoded."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.shown = False
+
+    def __call__(self, p: Any) -> None:
+        width = 24
+        frac = p.bytes_done / p.bytes_total if p.bytes_total else 1.0
+        fill = round(frac * width)
+        name = Path(p.path).name[:32]
+        events = f"  {p.events:,} events" if p.events else ""
+        self.out.write(
+            f"\r{name} [{'#' * fill}{'.' * (width - fill)}] "
+            f"{p.bytes_done / 1e6:.1f}/{p.bytes_total / 1e6:.1f} MB {p.phase}{events}\x1b[K"
+        )
+        self.out.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
+            self.shown = False
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.errors import WorkbenchError
+    from workbench.store.ingest import ingest, parse_tags
+
+    if args.run_id is not None and len(args.files) > 1:
+        raise WorkbenchError("--run-id", "can name only one FILE's run; give one FILE")
+    tags = parse_tags(args.tag)
+    bar = Bar(sys.stderr) if sys.stderr.isatty() else None
+    for path in args.files:
+        try:
+            report = ingest(
+                args.store,
+                path,
+                run_id=args.run_id,
+                label=args.label,
+                tags=tags,
+                compile_log=args.compile_log,
+                request_pattern=args.request_pattern,
+                progress=bar,
+            )
+        finally:
+            if bar is not None:
+                bar.clear()
+        print("\n".join(report.lines()))
+    return 0

@@ -1,0 +1,199 @@
+"""Requests of a run, which events belong to which request, and exclusive stage times."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from accel.stages import STAGES
+from workbench.store.nesting import top_level
+from workbench.store.rules import PairCodes, Rules, pair_mask
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+B1 = npt.NDArray[np.bool_]
+
+
+@dataclass
+class Requests:
+    """Request windows sorted by start; `event` is the defining span (-1 for the whole run)."""
+
+    unit: str  # "annotation" | "step" | "pattern" | "run"
+    event: I64
+    start: F64
+    end: F64
+    thread: I64
+
+    @property
+    def n(self) -> int:
+        return len(self.start)
+
+
+def find_requests(
+    rules: Rules,
+    pairs: PairCodes,
+    ts: F64,
+    dur: F64,
+    thread: I64,
+    spans: B1,
+    pattern: re.Pattern[str] | None,
+) -> Requests:
+    """Request windows by DESIGN §4: a pattern, else annotations, else steps, else the run."""
+    end = ts + dur
+    if pattern is not None:
+        hit = pair_mask(pairs, lambda _c, n: n is not None and pattern.search(n) is not None)
+        idx = top_level(np.flatnonzero(hit & spans), thread, ts, end)
+        return _windows("pattern", idx, ts, end, thread)
+    steps = np.flatnonzero(
+        spans
+        & pair_mask(
+            pairs,
+            lambda c, n: c in rules.annotation_categories and bool(rules.step.search(n or "")),
+        )
+    )
+    cand = np.flatnonzero(
+        spans
+        & pair_mask(
+            pairs,
+            lambda c, n: (
+                c in rules.annotation_categories
+                and not rules.step.search(n or "")
+                and not any(p.search(n or "") for p in rules.not_requests)
+            ),
+        )
+    )
+    top = top_level(cand, thread, ts, end)
+    if top.size and (steps.size == 0 or not _all_inside(top, steps, ts, end)):
+        return _windows("annotation", top, ts, end, thread)
+    if steps.size:
+        return _windows("step", top_level(steps, thread, ts, end), ts, end, thread)
+    lo = float(ts.min()) if ts.size else 0.0
+    hi = float(end.max()) if ts.size else 0.0
+    return Requests(
+        "run",
+        np.array([-1], np.int64),
+        np.array([lo]),
+        np.array([hi]),
+        np.array([0], np.int64),
+    )
+
+
+def _all_inside(idx: I64, steps: I64, ts: F64, end: F64) -> bool:
+    """True when every span of idx lies inside some profiler step (a training trace)."""
+    order = steps[np.argsort(ts[steps], kind="stable")]
+    s_start, s_end = ts[order], end[order]
+    pos = np.searchsorted(s_start, ts[idx], side="right") - 1
+    inside = (pos >= 0) & (end[idx] <= s_end[np.maximum(pos, 0)])
+    return bool(inside.all())
+
+
+def _windows(unit: str, idx: I64, ts: F64, end: F64, thread: I64) -> Requests:
+    return Requests(unit, idx, ts[idx].copy(), end[idx].copy(), thread[idx].copy())
+
+
+def assign(
+    req: Requests,
+    ts: F64,
+    thread: I64,
+    device: B1,
+    launcher: I64,
+) -> I64:
+    """Request index of every event (-1 = background).
+
+    A host event belongs to the request of its own thread whose window holds its start; on a
+    thread without requests of its own, to the request whose window holds its start (steps
+    span all threads). A device activity belongs to the request of its launching call.
+    """
+    n = len(ts)
+    out = np.full(n, -1, dtype=np.int64)
+    if req.n == 0:
+        return out
+    if req.unit == "run":
+        out[:] = 0
+        return out
+    host = ~device
+    own = np.zeros(n, dtype=np.bool_)
+    for th in np.unique(req.thread).tolist():
+        r_idx = np.flatnonzero(req.thread == th)
+        sel = np.flatnonzero(host & (thread == th))
+        own[sel] = True
+        out[sel] = _contain(req.start[r_idx], req.end[r_idx], ts[sel], r_idx)
+    rest = np.flatnonzero(host & ~own)
+    out[rest] = _contain(req.start, req.end, ts[rest], np.arange(req.n, dtype=np.int64))
+    dev = np.flatnonzero(device)
+    linked = launcher[dev] >= 0
+    out[dev[linked]] = out[launcher[dev[linked]]]
+    loose = dev[~linked]
+    out[loose] = _contain(req.start, req.end, ts[loose], np.arange(req.n, dtype=np.int64))
+    return out
+
+
+def _contain(start: F64, end: F64, t: F64, ids: I64) -> I64:
+    """ids[k] of the latest-starting window with start <= t < end (windows sorted by start)."""
+    if start.size == 0 or t.size == 0:
+        return np.full(t.size, -1, dtype=np.int64)
+    pos = np.searchsorted(start, t, side="right") - 1
+    pc = np.maximum(pos, 0)
+    # A zero-length request still owns the events that start exactly at its instant.
+    ok = (pos >= 0) & ((t < end[pc]) | ((t == start[pc]) & (end[pc] == start[pc])))
+    return np.where(ok, ids[pc], -1)
+
+
+def exclusive_times(
+    req: Requests,
+    request_of: I64,
+    ts: F64,
+    end: F64,
+    stage: I64,
+    priority: I64,
+) -> F64:
+    """(n_requests, 5) exclusive stage times; `other` is the latency minus their sum.
+
+    Each request window is cut at every clipped start/end of its attributed events; a segment
+    goes to the covering event of highest priority (ties: pipeline order). Coverage per
+    (priority, stage) level is a cumulative sum of +1/-1 over the sorted boundaries.
+    """
+    n_req = req.n
+    out = np.zeros((n_req, len(STAGES)), dtype=np.float64)
+    sel = np.flatnonzero((request_of >= 0) & (stage >= 0))
+    r = request_of[sel]
+    s = np.maximum(ts[sel], req.start[r])
+    e = np.minimum(end[sel], req.end[r])
+    live = e > s
+    sel, r, s, e = sel[live], r[live], s[live], e[live]
+    if sel.size == 0:
+        return out
+    ev_stage = stage[sel]
+    ev_prio = priority[sel]
+    # Levels sorted by priority (high first), ties in pipeline order.
+    level_key = -ev_prio * (len(STAGES) + 1) + ev_stage
+    uniq, ev_level = np.unique(level_key, return_inverse=True)
+    ev_level = ev_level.astype(np.int64)
+    level_stage = np.mod(uniq, len(STAGES) + 1).astype(np.int64)
+    n_ev = sel.size
+    # Boundaries: every event start/end plus the window ends (so gaps count as `other`).
+    pt_req = np.concatenate([r, r, np.arange(n_req), np.arange(n_req)])
+    pt_t = np.concatenate([s, e, req.start, req.end])
+    pt_level = np.concatenate([ev_level, ev_level, np.full(2 * n_req, -1, dtype=np.int64)])
+    pt_delta = np.concatenate(
+        [np.ones(n_ev, np.int32), -np.ones(n_ev, np.int32), np.zeros(2 * n_req, np.int32)]
+    )
+    order = np.lexsort((pt_t, pt_req))
+    pt_req, pt_t, pt_level, pt_delta = pt_req[order], pt_t[order], pt_level[order], pt_delta[order]
+    seg = np.zeros(pt_t.size, dtype=np.float64)
+    same = pt_req[1:] == pt_req[:-1]
+    seg[:-1] = np.where(same, pt_t[1:] - pt_t[:-1], 0.0)
+    best = np.full(pt_t.size, -1, dtype=np.int64)
+    for k in range(len(uniq)):
+        # Within a request the +1/-1 of a level cancel, so the running sum resets between them.
+        covered = np.cumsum(np.where(pt_level == k, pt_delta, 0), dtype=np.int64) > 0
+        best[(best < 0) & covered] = k
+    has = best >= 0
+    seg_stage = np.where(has, level_stage[np.maximum(best, 0)], -1)
+    for code in range(len(STAGES)):
+        w = np.where(seg_stage == code, seg, 0.0)
+        out[:, code] = np.bincount(pt_req, weights=w, minlength=n_req)
+    return out

@@ -1,0 +1,258 @@
+"""`ingest`: one trace file (or Parquet table / store) into the store, all-or-nothing."""
+
+from __future__ import annotations
+
+import gc
+import re
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from workbench.errors import WorkbenchError
+from workbench.store import schema
+from workbench.store.chrome_trace import ColumnBuilder, read_source, split_events
+from workbench.store.kineto import KinetoFile, concat_args, decode_args, run_metadata
+from workbench.store.layout import RUN_ID_RE, RunTables, check_run_id, commit_run
+from workbench.store.parquet_import import ingest_parquet
+from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
+from workbench.store.report import ImportReport
+from workbench.store.rules import DEFAULT_RULES, Rules, load_rules
+from workbench.store.run_row import existing_matches, fingerprint, run_row, tree_sha
+from workbench.store.trace_import import attribute
+
+PARQUET_MAGIC = b"PAR1"
+_SUFFIXES = (".gz", ".json", ".parquet", ".trace", ".pt")
+
+
+def parse_tags(items: list[str] | None) -> dict[str, str]:
+    """KEY=VALUE strings -> dict; a malformed one is a one-line error naming it."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise WorkbenchError(f"--tag {item!r}", "expected KEY=VALUE with a non-empty KEY")
+        out[key] = value
+    return out
+
+
+def default_run_id(path: Path) -> str:
+    """A valid run id from the file name: known suffixes dropped, odd characters replaced."""
+    name = path.name
+    changed = True
+    while changed:
+        changed = False
+        for suffix in _SUFFIXES:
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                name, changed = name[: -len(suffix)], True
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name).replace("..", "_")
+    if not name or not name[0].isalpha():
+        name = "run_" + name
+    name = name[:64].rstrip(".")
+    return check_run_id(name) if RUN_ID_RE.fullmatch(name) else check_run_id("run")
+
+
+def _compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise WorkbenchError(f"--request-pattern {pattern!r}", f"bad regex: {exc}") from exc
+
+
+def _compiles(
+    compile_log: Path | None,
+    rank: int | None,
+    shift_us: float,
+    progress: ProgressFn | None,
+    cancel: threading.Event | None,
+) -> pa.Table:
+    if compile_log is None:
+        return schema.COMPILES_FILE.empty_table()
+    try:
+        from workbench.store.compile_log import read_compile_log
+    except ImportError as exc:  # pragma: no cover - the reader ships with the store
+        raise WorkbenchError(str(compile_log), "compile log reader is not available") from exc
+    table = read_compile_log(compile_log, rank=rank, progress=progress, cancel=cancel)
+    if "run_id" in table.column_names:
+        table = table.drop_columns(["run_id"])
+    # The log's start times are epoch microseconds; the store's are relative to run start.
+    idx = table.schema.get_field_index("start_us")
+    if idx >= 0:
+        table = table.set_column(
+            idx, "start_us", pc.subtract(table.column("start_us").cast(pa.float64()), shift_us)
+        )
+    return table
+
+
+def ingest(
+    store: Path,
+    path: Path,
+    *,
+    run_id: str | None = None,
+    label: str | None = None,
+    tags: dict[str, str] | None = None,
+    compile_log: Path | None = None,
+    request_pattern: str | None = None,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+    rules_path: Path = DEFAULT_RULES,
+) -> ImportReport:
+    """Import one source into the store; raises WorkbenchError and leaves the store unchanged.
+
+    A Chrome/Kineto JSON trace (gzip or not) becomes one run; a Parquet events table or a
+    store directory is merged run by run (see parquet_import).
+    """
+    started = time.perf_counter()
+    subject = str(path)
+    tags = dict(tags or {})
+    for key in tags:
+        if not key:
+            raise WorkbenchError(f"tag {key!r}", "empty tag key")
+    pattern = _compile_pattern(request_pattern)
+    rules = load_rules(rules_path)
+    if run_id is not None:
+        check_run_id(run_id)
+    if not path.exists():
+        raise WorkbenchError(subject, "no such file or directory")
+    if path.is_dir() or _is_parquet(path):
+        if compile_log is not None:
+            raise WorkbenchError("--compile-log", "applies to trace files, not Parquet or stores")
+        return ingest_parquet(
+            store,
+            path,
+            run_id=run_id,
+            label=label,
+            tags=tags,
+            rules=rules,
+            pattern=pattern,
+            progress=progress,
+            cancel=cancel,
+        )
+    rid = run_id or default_run_id(path)
+    if compile_log is not None and not compile_log.exists():
+        raise WorkbenchError(str(compile_log), "compile log does not exist")
+    log_sha = tree_sha(compile_log) if compile_log is not None else None
+    fp = fingerprint(label, tags, request_pattern, rules, log_sha)
+
+    data, sha = read_source(path, progress, cancel)
+    if existing_matches(store, rid, sha, fp, subject):
+        return ImportReport(subject, [rid], "unchanged", bytes_read=len(data))
+    # Millions of short-lived objects, none of them cyclic: the cycle collector would only
+    # rescan them over and over.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    # Handed over in a list so that this frame does not keep the text alive while it is
+    # turned into columns.
+    box = [data]
+    del data
+    try:
+        return _import_trace(
+            store, path, box, sha, rid, fp, label, tags, compile_log, rules, pattern,
+            progress, cancel, started,
+        )  # fmt: skip
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _import_trace(
+    store: Path,
+    path: Path,
+    box: list[bytearray],
+    sha: str,
+    rid: str,
+    fp: str,
+    label: str | None,
+    tags: dict[str, str],
+    compile_log: Path | None,
+    rules: Rules,
+    pattern: re.Pattern[str] | None,
+    progress: ProgressFn | None,
+    cancel: threading.Event | None,
+    started: float,
+) -> ImportReport:
+    """Decode, attribute and commit one JSON trace (the body of ingest)."""
+    subject = str(path)
+    check_cancel(cancel, subject)
+    warnings: list[str] = []
+    data = box.pop()
+    header, chunks = split_events(data, subject, KinetoFile, warnings)
+    n_bytes = len(data)
+    builder = ColumnBuilder(subject)
+    arg_parts = []
+    for events, done in chunks:
+        check_cancel(cancel, subject)
+        arg_parts.append(decode_args(builder.add(events), subject))
+        del events
+        if progress is not None:
+            progress(IngestProgress(subject, "decode", done, n_bytes, builder.seen))
+    del data, chunks
+    cols, keep = builder.finish()
+    args = concat_args(arg_parts, keep)
+    del arg_parts, builder
+    if cols.n == 0:
+        raise WorkbenchError(subject, "trace holds no events")
+    check_cancel(cancel, subject)
+    att = attribute(cols, args, rules, pattern)
+    if progress is not None:
+        progress(IngestProgress(subject, "attribute", n_bytes, n_bytes, cols.n))
+    meta = run_metadata(header)
+    if att.compilations and "compiler" not in meta:
+        meta["compiler"] = "torch.compile"
+    base_ns = header.baseTimeNanoseconds if header is not None else None
+    t0 = float(cols.ts.min())
+    shift = t0 + (base_ns / 1000.0 if base_ns else 0.0)
+    compiles = _compiles(compile_log, meta.get("rank"), shift, progress, cancel)
+    is_kineto = header is not None and (
+        header.deviceProperties is not None or header.distributedInfo is not None
+    )
+    run = run_row(
+        rid,
+        label=label,
+        source_format="kineto-json" if is_kineto else "chrome-json",
+        source_file=str(path.resolve()),
+        sha=sha,
+        meta=meta,
+        tags=tags,
+        fp=fp,
+    )
+    check_cancel(cancel, subject)
+    if progress is not None:
+        progress(IngestProgress(subject, "write", n_bytes, n_bytes, cols.n))
+    commit_run(store, RunTables(run, att.events, att.requests, compiles), source=subject)
+    warnings += cols.warnings
+    if att.request_unit == "run":
+        warnings.append("no request annotations or profiler steps: the whole run is one request")
+    return ImportReport(
+        path=subject,
+        run_ids=[rid],
+        status="imported",
+        source_format=str(run.column("source_format")[0].as_py()),
+        events_read=sum(cols.read_by_phase.values()),
+        events_kept=cols.n,
+        read_by_phase=cols.read_by_phase,
+        kept_by_phase=cols.kept_by_phase,
+        skipped_by_phase=cols.skipped_by_phase,
+        unattributed_by_category=att.unattributed_by_category,
+        background_events=att.background_events,
+        requests=att.requests.num_rows,
+        request_unit=att.request_unit,
+        compilations=att.compilations,
+        compiles_logged=compiles.num_rows,
+        warnings=warnings,
+        bytes_read=n_bytes,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _is_parquet(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == PARQUET_MAGIC
+    except OSError as exc:
+        raise WorkbenchError(str(path), f"cannot read file: {exc.strerror or exc}") from exc

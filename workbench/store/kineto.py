@@ -1,0 +1,314 @@
+"""PyTorch profiler (Kineto) specifics: the file header, the args we read, and launch links."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, is_not
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from workbench.store.chrome_trace import NO_ARGS, NO_EVENTS, TraceColumns
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+B1 = npt.NDArray[np.bool_]
+
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"})
+# Activities that run on the device and were launched by a runtime call.
+DEVICE_CATEGORIES = frozenset(
+    {"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotation", "mtia_ccp_events"}
+)
+_RAW_EMPTY = msgspec.Raw(b"")
+
+
+class DeviceProperties(msgspec.Struct):
+    id: int | None = None
+    name: str | None = None
+
+
+class DistributedInfo(msgspec.Struct):
+    backend: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    nccl_version: str | None = None
+
+
+Version = int | str | None
+
+
+class KinetoFile(msgspec.Struct):
+    """The object form of a Kineto trace; keys not named here are ignored."""
+
+    # Left raw: the event array is decoded in chunks by chrome_trace.split_events.
+    traceEvents: msgspec.Raw = NO_EVENTS
+    deviceProperties: list[DeviceProperties] | None = None
+    distributedInfo: DistributedInfo | None = None
+    cuda_runtime_version: Version = None
+    cuda_driver_version: Version = None
+    hip_runtime_version: Version = None
+    hip_driver_version: Version = None
+    rocm_version: Version = None
+    host_name: str | None = None
+    hostname: str | None = None
+    baseTimeNanoseconds: int | None = None
+
+
+# Absent integer keys decode to this sentinel, so that ids fill numpy arrays without None.
+MISSING = -(1 << 63)
+
+
+class KinetoArgs(msgspec.Struct, gc=False):
+    """The args keys we turn into columns; every other key stays in the args text."""
+
+    external_id: int = msgspec.field(default=MISSING, name="External id")
+    correlation: int = MISSING
+    input_dims: msgspec.Raw = msgspec.field(default=_RAW_EMPTY, name="Input Dims")
+    stream: int | str = MISSING
+    device: int | str = MISSING
+    nbytes: float | None = msgspec.field(default=None, name="bytes")
+    flops: float | None = None
+
+
+@dataclass
+class ArgColumns:
+    """Columns taken from args, plus the args text itself."""
+
+    correlation: I64
+    correlation_valid: B1
+    external_id: I64
+    external_id_valid: B1
+    stream: pa.Array | pa.ChunkedArray
+    device: pa.Array | pa.ChunkedArray
+    shape: pa.Array | pa.ChunkedArray
+    nbytes: pa.Array | pa.ChunkedArray
+    flops: pa.Array | pa.ChunkedArray
+    text: pa.Array | pa.ChunkedArray
+
+
+_NUMERIC = ("correlation", "correlation_valid", "external_id", "external_id_valid")
+_ARROW = ("stream", "device", "shape", "nbytes", "flops", "text")
+
+
+def concat_args(parts: list[ArgColumns], keep: B1 | None) -> ArgColumns:
+    """One ArgColumns from per-chunk parts (Arrow columns stay chunked: no copies)."""
+    out: dict[str, Any] = {}
+    for name in _NUMERIC:
+        arrs = [getattr(p, name) for p in parts]
+        out[name] = np.concatenate(arrs) if arrs else np.zeros(0, np.int64)
+    for name in _ARROW:
+        arrs = [getattr(p, name) for p in parts]
+        out[name] = pa.chunked_array(arrs, type=_TYPES[name])
+    if keep is not None:
+        mask = pa.array(keep)
+        for name in _NUMERIC:
+            out[name] = out[name][keep]
+        for name in _ARROW:
+            out[name] = out[name].filter(mask)
+    return ArgColumns(**out)
+
+
+_TYPES = {
+    "stream": pa.int32(),
+    "device": pa.int32(),
+    "shape": pa.string(),
+    "nbytes": pa.float64(),
+    "flops": pa.float64(),
+    "text": pa.string(),
+}
+
+
+def _ids(parsed: list[KinetoArgs], key: str) -> tuple[I64, B1]:
+    values = np.fromiter(map(attrgetter(key), parsed), dtype=np.int64, count=len(parsed))
+    return values, values != MISSING
+
+
+def _small_ints(parsed: list[KinetoArgs], key: str) -> pa.Array:
+    """stream / device as int32; a string value (ROCm's "0x0") stays in the args text only."""
+    values = list(map(attrgetter(key), parsed))
+    try:
+        arr = np.array(values, dtype=np.int64)
+    except (TypeError, ValueError):
+        arr = np.array([v if v.__class__ is int else MISSING for v in values], dtype=np.int64)
+    ok = (arr != MISSING) & (arr >= -(1 << 31)) & (arr < (1 << 31))
+    return pa.array(np.where(ok, arr, 0).astype(np.int32), mask=~ok)
+
+
+def decode_args(raws: list[msgspec.Raw], subject: str) -> ArgColumns:
+    """Decode only the args keys we need, all events of a chunk in one decoder call."""
+    n = len(raws)
+    present = np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=n)
+    # One JSON array "[a,b,...]" built in C from the raw slices: a single decode call.
+    encoded = msgspec.json.encode(raws)
+    try:
+        parsed = _ARGS_DECODER.decode(encoded)
+    except msgspec.ValidationError:
+        parsed = [_lenient(bytes(r)) for r in raws]
+    del encoded
+    text = _string_column(raws, present)
+    corr, corr_valid = _ids(parsed, "correlation")
+    ext, ext_valid = _ids(parsed, "external_id")
+    dims = list(map(attrgetter("input_dims"), parsed))
+    has_dims = np.fromiter(map(len, dims), dtype=np.int64, count=n) > 0
+    shape = _string_column(dims, has_dims)
+    # DESIGN §4 spells shapes without blanks ("[[8,96,256],[256,256]]"); Kineto writes ", ".
+    shape = pc.replace_substring_regex(shape, pattern=r"\s+", replacement="")
+    return ArgColumns(
+        correlation=corr,
+        correlation_valid=corr_valid,
+        external_id=ext,
+        external_id_valid=ext_valid,
+        stream=_small_ints(parsed, "stream"),
+        device=_small_ints(parsed, "device"),
+        shape=shape,
+        nbytes=pa.array(list(map(attrgetter("nbytes"), parsed)), type=pa.float64()),
+        flops=pa.array(list(map(attrgetter("flops"), parsed)), type=pa.float64()),
+        text=text,
+    )
+
+
+_ARGS_DECODER = msgspec.json.Decoder(list[KinetoArgs])
+
+
+def _string_column(raws: list[msgspec.Raw], present: B1) -> pa.Array:
+    """Raw JSON slices as one string column built on a single joined buffer (no copies)."""
+    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
+    offsets = np.zeros(len(raws) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    # Null slots keep their bytes ("{}" of an event without args); the validity bitmap hides them.
+    data = pa.py_buffer(b"".join(raws))
+    validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+    null_count = int(len(raws) - present.sum())
+    if offsets[-1] >= (1 << 31) - 1:
+        # A decode chunk is a few MB, so its args text cannot reach 2 GiB.
+        raise ValueError("args text of one chunk exceeds 2 GiB")
+    return pa.StringArray.from_buffers(
+        len(raws), pa.py_buffer(offsets.astype(np.int32)), data, validity, null_count
+    )
+
+
+def _lenient(text: bytes) -> KinetoArgs:
+    """Args of an unusual type (a string correlation, say) are left in the text only."""
+    try:
+        return msgspec.json.decode(text, type=KinetoArgs)
+    except msgspec.MsgspecError:
+        return KinetoArgs()
+
+
+def _version(v: Version) -> str | None:
+    return None if v is None else str(v)
+
+
+def run_metadata(header: KinetoFile | None) -> dict[str, Any]:
+    """runs-row fields the header states; what it does not state stays absent (null)."""
+    out: dict[str, Any] = {}
+    if header is None:
+        return out
+    devices = header.deviceProperties or []
+    names = sorted({d.name for d in devices if d.name})
+    if names:
+        out["hardware"] = " + ".join(names)
+    if devices:
+        out["device_count"] = len(devices)
+    dist = header.distributedInfo
+    if dist is not None:
+        if dist.rank is not None:
+            out["rank"] = dist.rank
+        if dist.world_size is not None:
+            out["world_size"] = dist.world_size
+    if header.cuda_runtime_version is not None:
+        out["runtime"] = "cuda"
+        out["runtime_version"] = _version(header.cuda_runtime_version)
+    elif header.hip_runtime_version is not None or header.rocm_version is not None:
+        out["runtime"] = "rocm"
+        out["runtime_version"] = _version(header.hip_runtime_version or header.rocm_version)
+    driver = header.cuda_driver_version or header.hip_driver_version
+    if driver is not None:
+        out["driver_version"] = _version(driver)
+    host = header.host_name or header.hostname
+    if host:
+        out["host"] = host
+    return out
+
+
+def category_mask(category: pa.Array | pa.ChunkedArray, names: frozenset[str]) -> B1:
+    """Boolean mask of events whose category is in names."""
+    if isinstance(category, pa.DictionaryArray):
+        hit = np.array([c in names for c in category.dictionary.to_pylist()], dtype=np.bool_)
+        idx = np.asarray(category.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        return hit[idx] if hit.size else np.zeros(len(idx), dtype=np.bool_)
+    mask = pc.is_in(category, value_set=pa.array(sorted(names), type=pa.string()))
+    return np.asarray(mask.fill_null(False).to_numpy(zero_copy_only=False), dtype=np.bool_)
+
+
+def launch_links(cols: TraceColumns, args: ArgColumns, device: B1, runtime: B1) -> I64:
+    """Index of the runtime call that launched each device activity (-1 when none).
+
+    Joined on the correlation id; where a device event has none, a Kineto ac2g flow whose
+    start sits on a runtime call and whose end sits on the device event links them.
+    """
+    n = cols.n
+    out = np.full(n, -1, dtype=np.int64)
+    rt = np.flatnonzero(runtime & args.correlation_valid)
+    if rt.size:
+        key = args.correlation[rt]
+        order = np.argsort(key, kind="stable")
+        skey = key[order]
+        dv = np.flatnonzero(device & args.correlation_valid)
+        pos = np.searchsorted(skey, args.correlation[dv])
+        pos_c = np.minimum(pos, len(skey) - 1)
+        hit = skey[pos_c] == args.correlation[dv]
+        out[dv[hit]] = rt[order[pos_c[hit]]]
+    _flow_links(cols, out, device)
+    return out
+
+
+def _flow_links(cols: TraceColumns, out: I64, device: B1) -> None:
+    """Fill missing launch links from s/f flow pairs bound to events by (thread, ts)."""
+    fl = cols.flows
+    need = device & (out < 0)
+    if fl.flow_id.size == 0 or not need.any():
+        return
+    threads, ev_code = np.unique(cols.thread, return_inverse=True)
+    order = np.lexsort((cols.ts, ev_code))
+    code_s, ts_s = ev_code[order], cols.ts[order]
+
+    def bind(sel: B1) -> tuple[I64, I64]:
+        """Event bound to each selected flow point: same thread, same ts (to 1 ns)."""
+        fid, th, ts = fl.flow_id[sel], fl.thread[sel], fl.ts[sel]
+        pos_t = np.minimum(np.searchsorted(threads, th), len(threads) - 1)
+        known = threads[pos_t] == th
+        code = pos_t
+        # Binary search on (thread code, ts) as one lexicographic search: thread block first.
+        lo = np.searchsorted(code_s, code, side="left")
+        hi = np.searchsorted(code_s, code, side="right")
+        found = np.full(len(ts), -1, dtype=np.int64)
+        # ts is sorted inside each thread block, so a global search on ts offset by block works.
+        rel = np.empty(len(ts), dtype=np.int64)
+        for c in np.unique(code[known]).tolist():
+            m = np.flatnonzero(known & (code == c))
+            block = ts_s[lo[m[0]] : hi[m[0]]]
+            rel[m] = lo[m[0]] + np.searchsorted(block, ts[m] - 1e-3)
+        j = np.minimum(rel, len(ts_s) - 1)
+        ok = known & (rel < hi) & (np.abs(ts_s[j] - ts) < 1e-3)
+        found[ok] = order[j[ok]]
+        return fid, found
+
+    s_id, s_ev = bind(fl.phase == ord("s"))
+    f_id, f_ev = bind(fl.phase == ord("f"))
+    if s_id.size == 0 or f_id.size == 0:
+        return
+    so = np.argsort(s_id, kind="stable")
+    pos = np.minimum(np.searchsorted(s_id[so], f_id), len(so) - 1)
+    match = (s_id[so][pos] == f_id) & (f_ev >= 0)
+    src = s_ev[so][pos]
+    ok = match & (src >= 0)
+    tgt = f_ev[ok]
+    src = src[ok]
+    fill = need[tgt]
+    out[tgt[fill]] = src[fill]

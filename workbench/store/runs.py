@@ -1,0 +1,53 @@
+"""The runs of a store with their request counts and latency tails (`workbench runs`, app)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from workbench.store import db
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One committed run: metadata, tags, and n / p50 / p95 / p99 of request latency."""
+
+    run_id: str
+    label: str | None
+    hardware: str | None
+    model: str | None
+    workload: str | None
+    compiler: str | None
+    compiler_version: str | None
+    runtime: str | None
+    runtime_version: str | None
+    driver_version: str | None
+    thermal_state: str | None
+    tags: dict[str, str]
+    n_requests: int
+    p50_us: float | None
+    p95_us: float | None
+    p99_us: float | None
+    imported_at: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON-able dict (imported_at as ISO text)."""
+        d = dict(self.__dict__)
+        d["imported_at"] = self.imported_at.isoformat() if self.imported_at else None
+        return d
+
+
+def list_runs(store: Path) -> list[RunSummary]:
+    """Every committed run of the store, oldest import first."""
+    con = db.connect(store)
+    try:
+        rows = db.query(con, "run_summary").to_pylist()
+    finally:
+        con.close()
+    out: list[RunSummary] = []
+    for r in rows:
+        tags = r.pop("tags") or []
+        out.append(RunSummary(tags=dict(tags), **r))
+    return out

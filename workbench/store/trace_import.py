@@ -1,0 +1,220 @@
+"""A decoded Chrome/Kineto trace -> the events, requests and run-metadata of one run."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from accel.stages import OTHER, STAGES
+from workbench.store import schema
+from workbench.store.attribution import Requests, assign, exclusive_times, find_requests
+from workbench.store.chrome_trace import TraceColumns
+from workbench.store.kineto import (
+    DEVICE_CATEGORIES,
+    RUNTIME_CATEGORIES,
+    ArgColumns,
+    category_mask,
+    launch_links,
+)
+from workbench.store.nesting import enclosing
+from workbench.store.rules import Rules, distinct_pairs, stage_codes
+from workbench.store.torch_compile import mark_compiles, mark_fallback
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+
+@dataclass
+class Attributed:
+    """What attribution produced, for the tables and the report."""
+
+    events: pa.Table
+    requests: pa.Table
+    request_unit: str
+    compilations: int
+    background_events: int
+    unattributed_by_category: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+
+def _masked(values: I64, valid: npt.NDArray[np.bool_], typ: pa.DataType) -> pa.Array:
+    return pa.array(values, type=typ, mask=~valid)
+
+
+def _request_ids(n: int) -> list[str]:
+    width = max(4, len(str(n)))
+    return [f"r{k:0{width}d}" for k in range(n)]
+
+
+def attribute(
+    cols: TraceColumns,
+    args: ArgColumns,
+    rules: Rules,
+    pattern: re.Pattern[str] | None,
+) -> Attributed:
+    """Stages, requests, launch and nesting links, compile marks; columns in store shape."""
+    n = cols.n
+    ts, dur = cols.ts, cols.dur
+    end = ts + dur
+    t0 = float(ts.min()) if n else 0.0
+    pairs = distinct_pairs(cols.category, cols.name)
+    device = category_mask(cols.category, DEVICE_CATEGORIES)
+    runtime = category_mask(cols.category, RUNTIME_CATEGORIES)
+    spans = cols.phase != ord("i")
+    spans &= cols.phase != ord("I")
+    spans &= cols.phase != ord("C")
+
+    launcher = launch_links(cols, args, device, runtime)
+    host = ~device
+    parent = np.full(n, -1, dtype=np.int64)
+    hidx = np.flatnonzero(host)
+    if hidx.size:
+        inner = enclosing(cols.thread[hidx], ts[hidx], end[hidx])
+        ok = inner >= 0
+        parent[hidx[ok]] = hidx[inner[ok]]
+    parent[device] = launcher[device]
+
+    stage, prio = stage_codes(rules, pairs)
+    req = find_requests(rules, pairs, ts, dur, cols.thread, spans & host, pattern)
+    request_of = assign(req, ts, cols.thread, device, launcher)
+    excl = exclusive_times(req, request_of, ts, end, stage, prio)
+    marks = mark_compiles(rules, pairs, ts, end, cols.thread, spans & host)
+    fallback = mark_fallback(rules, pairs, ts, end, cols.thread, spans & host, request_of)
+
+    ids = _request_ids(req.n)
+    ids_arr = pa.array(ids, type=pa.string())
+    request_id = ids_arr.take(pa.array(request_of, mask=request_of < 0))
+    stage_arr = pa.array(list(STAGES), type=pa.string()).take(pa.array(stage, mask=stage < 0))
+    category = cols.category
+    name = cols.name
+    is_kernel = pa.array(category_mask(category, frozenset({"kernel"})))
+    name_str = name.cast(pa.string())
+    kernel = pc.if_else(is_kernel, name_str, pa.scalar(None, pa.string()))
+    nulls_f = pa.nulls(n, pa.float64())
+    events = pa.table(
+        {
+            "event_id": pa.array(np.arange(n, dtype=np.int64)),
+            "request_id": request_id,
+            "stage": stage_arr,
+            "category": category.cast(pa.string()),
+            "name": name_str,
+            "ts_us": pa.array(ts - t0),
+            "dur_us": pa.array(dur),
+            "device": args.device,
+            "core": pa.nulls(n, pa.int32()),
+            "stream": args.stream,
+            "pid": _masked(cols.pid, cols.pid_valid, pa.int64()),
+            "tid": _masked(cols.tid, cols.tid_valid, pa.int64()),
+            "correlation": _masked(args.correlation, args.correlation_valid, pa.int64()),
+            "parent_id": pa.array(parent, mask=parent < 0),
+            "shape": args.shape,
+            "flops": args.flops,
+            "bytes": args.nbytes,
+            "kernel": kernel,
+            "tile": pa.nulls(n, pa.string()),
+            "fusion_group": pa.nulls(n, pa.int64()),
+            "mem_tier": pa.nulls(n, pa.string()),
+            "predicted_us": nulls_f,
+            "fallback": fallback,
+            "recompile": pa.array(marks.recompile),
+            "compile_id": marks.compile_id,
+            "args": args.text,
+        },
+        schema=schema.EVENTS_FILE,
+    )
+    requests = request_rows(req, excl, _names(req, cols), ids, t0, request_of, ts, args.shape)
+    return Attributed(
+        events=events,
+        requests=requests,
+        request_unit=req.unit,
+        compilations=marks.compilations,
+        background_events=int((request_of < 0).sum()),
+        unattributed_by_category=unattributed(cols.category, stage),
+    )
+
+
+def _names(req: Requests, cols: TraceColumns) -> list[str]:
+    if req.unit == "run":
+        return ["run"]
+    names: list[str] = cols.name.take(pa.array(req.event)).to_pylist()
+    return names
+
+
+def _shape_keys(
+    n_req: int, request_of: I64, ts: F64, shape: pa.Array | pa.ChunkedArray
+) -> list[str | None]:
+    """Input Dims of the first op with shapes in each request: what the request was fed."""
+    has = np.asarray(shape.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+    sel = np.flatnonzero(has & (request_of >= 0))
+    keys: list[str | None] = [None] * n_req
+    if sel.size == 0:
+        return keys
+    order = sel[np.lexsort((ts[sel], request_of[sel]))]
+    r = request_of[order]
+    first = order[np.flatnonzero(np.r_[True, r[1:] != r[:-1]])]
+    values = shape.take(pa.array(first)).to_pylist()
+    for i, v in zip(request_of[first].tolist(), values, strict=True):
+        keys[i] = v
+    return keys
+
+
+def request_rows(
+    req: Requests,
+    excl: F64,
+    names: list[str],
+    ids: list[str] | None,
+    t0: float,
+    request_of: I64,
+    ts: F64,
+    shape: pa.Array | pa.ChunkedArray,
+) -> pa.Table:
+    """The requests table (REQUESTS_FILE) from windows and exclusive stage times."""
+    start = req.start - t0
+    end = req.end - t0
+    latency = req.end - req.start
+    other = latency - excl.sum(axis=1)
+    # Float rounding may leave -1e-9; the invariant is exact to tolerance, not below zero.
+    other = np.where(np.abs(other) < 1e-6 * np.maximum(latency, 1.0), np.maximum(other, 0), other)
+    cols_out: dict[str, Any] = {
+        "request_id": pa.array(ids if ids is not None else _request_ids(req.n), pa.string()),
+        "name": pa.array(names, type=pa.string()),
+        # The profiler sees a request when the server starts handling it; that is its arrival.
+        "arrival_us": pa.array(start),
+        "start_us": pa.array(start),
+        "end_us": pa.array(end),
+        "latency_us": pa.array(latency),
+        "shape_key": pa.array(_shape_keys(req.n, request_of, ts, shape), pa.string()),
+    }
+    for k, s in enumerate(STAGES):
+        cols_out[f"{s}_us"] = pa.array(excl[:, k])
+    cols_out[f"{OTHER}_us"] = pa.array(other)
+    n = req.n
+    for f in schema.REQUESTS_FILE:
+        if f.name not in cols_out:
+            cols_out[f.name] = pa.nulls(n, f.type)
+    return pa.table({f.name: cols_out[f.name] for f in schema.REQUESTS_FILE}).cast(
+        schema.REQUESTS_FILE
+    )
+
+
+def unattributed(category: pa.Array | pa.ChunkedArray, stage: I64) -> dict[str, tuple[int, float]]:
+    """category -> (events, share of them without a stage)."""
+    if isinstance(category, pa.ChunkedArray):
+        category = category.combine_chunks()
+    enc = category if isinstance(category, pa.DictionaryArray) else pc.dictionary_encode(category)
+    idx = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    cats: list[str | None] = enc.dictionary.to_pylist()
+    k = len(cats) + 1
+    total = np.bincount(idx + 1, minlength=k)
+    none = np.bincount(idx + 1, weights=(stage < 0).astype(np.float64), minlength=k)
+    out: dict[str, tuple[int, float]] = {}
+    for j in range(k):
+        if total[j]:
+            name = "(none)" if j == 0 else (cats[j - 1] or "(none)")
+            out[name] = (int(total[j]), float(none[j] / total[j]))
+    return out
