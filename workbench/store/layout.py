@@ -162,14 +162,17 @@ def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
                 final_run.parent.mkdir()
                 created.append(final_run.parent)
             os.rename(stage / "runs" / f"{run_id}.parquet", final_run)
-    except OSError as exc:
+    except BaseException as exc:
+        # Ctrl-C or a kill between two renames must not leave a partial run behind either.
         for path in reversed(moved):
             shutil.rmtree(path, ignore_errors=True)
         for path in reversed(created):
             shutil.rmtree(path, ignore_errors=True)
-        raise WorkbenchError(
-            source, f"cannot write to store {store}: {_describe_os_error(exc)}"
-        ) from exc
+        if isinstance(exc, OSError):
+            raise WorkbenchError(
+                source, f"cannot write to store {store}: {_describe_os_error(exc)}"
+            ) from exc
+        raise
     _fsync_dir(final_run.parent)
 
 
