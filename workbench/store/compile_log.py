@@ -10,6 +10,7 @@ backend ran; a phase the log does not time is null.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections.abc import Iterator, Mapping
@@ -22,6 +23,7 @@ import pyarrow as pa
 from workbench.errors import WorkbenchError
 from workbench.store.chrome_trace import read_bytes
 from workbench.store.progress import ProgressFn
+from workbench.store.run_row import file_sha
 from workbench.store.schema import COMPILES_FILE
 
 # glog prefix written by torch._logging's structured trace handler:
@@ -55,6 +57,14 @@ class _Row:
     cache_hit: bool | None
 
 
+@dataclass(frozen=True)
+class CompileLog:
+    """The compiles table of a log and the torch versions its compilation_metrics state."""
+
+    table: pa.Table
+    pytorch_versions: frozenset[str]
+
+
 def read_compile_log(
     path: Path,
     *,
@@ -66,16 +76,29 @@ def read_compile_log(
 
     A directory holding logs of several ranks needs `rank`; files may be gzip-compressed.
     """
+    return load_compile_log(path, rank=rank, progress=progress, cancel=cancel).table
+
+
+def load_compile_log(
+    path: Path,
+    *,
+    rank: int | None = None,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+) -> CompileLog:
+    """read_compile_log plus the `pytorch_version`s the log states (for the runs row)."""
     rows: list[_Row] = []
-    for file in _log_files(path, rank):
-        rows.extend(_read_file(file, progress, cancel))
+    versions: set[str] = set()
+    for file in _select_rank(path, log_files(path), rank):
+        rows.extend(_read_file(file, versions, progress, cancel))
     # Log order is completion order; start order is what a timeline wants.
     rows.sort(key=lambda r: (r.start_us is None, r.start_us or 0.0))
     columns = {f.name: [getattr(r, f.name) for r in rows] for f in COMPILES_FILE}
-    return pa.Table.from_pydict(columns, schema=COMPILES_FILE)
+    return CompileLog(pa.Table.from_pydict(columns, schema=COMPILES_FILE), frozenset(versions))
 
 
-def _log_files(path: Path, rank: int | None) -> list[Path]:
+def log_files(path: Path) -> list[Path]:
+    """The logs a --compile-log path names: the file itself, or a directory's *.log[.gz]."""
     if path.is_file():
         return [path]
     if not path.is_dir():
@@ -83,10 +106,35 @@ def _log_files(path: Path, rank: int | None) -> list[Path]:
     files = sorted(p for p in path.iterdir() if p.is_file() and _LOG_NAME.search(p.name))
     if not files:
         raise WorkbenchError(str(path), "no TORCH_TRACE log (*.log or *.log.gz) in this directory")
+    return files
+
+
+def compile_log_sha(path: Path) -> str:
+    """Identity of a compile log for the import fingerprint: the file's bytes, or the relative
+    names and bytes of every log in the directory (other files there are not read)."""
+    if path.is_file():
+        return file_sha(path)
+    digest = hashlib.sha256()
+    for p in log_files(path):
+        digest.update(f"{p.relative_to(path)}\0{file_sha(p)}\0".encode())
+    return digest.hexdigest()
+
+
+def _select_rank(path: Path, files: list[Path], rank: int | None) -> list[Path]:
+    if path.is_file():
+        return files
     by_rank: dict[int | None, list[Path]] = {}
     for p in files:
         m = _RANK_IN_NAME.search(p.name)
         by_rank.setdefault(int(m.group(1)) if m else None, []).append(p)
+    if len(files) == 1:
+        # One log serves the trace whatever its rank, unless its name says it is another rank's.
+        named = next(iter(by_rank))
+        if rank is not None and named is not None and named != rank:
+            raise WorkbenchError(
+                str(path), f"holds only the log of rank {named}, not of rank {rank}"
+            )
+        return files
     if rank is not None and set(by_rank) != {None}:
         # A rank only selects among rank-named files; unranked logs belong to whoever asks.
         if rank not in by_rank:
@@ -126,7 +174,7 @@ def _envelopes(data: bytes, subject: str) -> Iterator[tuple[int, dict[str, objec
 
 
 def _read_file(
-    file: Path, progress: ProgressFn | None, cancel: threading.Event | None
+    file: Path, versions: set[str], progress: ProgressFn | None, cancel: threading.Event | None
 ) -> list[_Row]:
     subject = str(file)
     data = read_bytes(file, progress, cancel)
@@ -142,6 +190,9 @@ def _read_file(
             if m.get("is_runtime") is True:
                 # Runtime events (autotuning, cudagraphs) reuse the record but are no compilation.
                 continue
+            version = m.get("pytorch_version")
+            if isinstance(version, str) and version.strip():
+                versions.add(version.strip())
             metrics.append((line_no, m, _envelope_compile_id(record)))
         elif _artifact_name(record) == "recompile_reasons":
             cid = _envelope_compile_id(record)

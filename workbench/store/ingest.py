@@ -14,16 +14,18 @@ import pyarrow.compute as pc
 from workbench.errors import WorkbenchError
 from workbench.store import schema
 from workbench.store.chrome_trace import ColumnBuilder, read_source, split_events
+from workbench.store.compile_log import compile_log_sha, load_compile_log
 from workbench.store.kineto import KinetoFile, concat_args, decode_args, run_metadata
 from workbench.store.layout import RUN_ID_RE, RunTables, check_run_id, commit_run
 from workbench.store.parquet_import import ingest_parquet
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
 from workbench.store.rules import DEFAULT_RULES, Rules, load_rules
-from workbench.store.run_row import existing_matches, fingerprint, run_row, tree_sha
+from workbench.store.run_row import existing_matches, fingerprint, run_row
 from workbench.store.trace_import import attribute
 
 PARQUET_MAGIC = b"PAR1"
+TORCH_COMPILE = "torch.compile"
 _SUFFIXES = (".gz", ".json", ".parquet", ".trace", ".pt")
 
 
@@ -70,14 +72,12 @@ def _compiles(
     shift_us: float,
     progress: ProgressFn | None,
     cancel: threading.Event | None,
-) -> pa.Table:
+) -> tuple[pa.Table, frozenset[str]]:
+    """The compiles table on the run's clock and the torch versions the log states."""
     if compile_log is None:
-        return schema.COMPILES_FILE.empty_table()
-    try:
-        from workbench.store.compile_log import read_compile_log
-    except ImportError as exc:  # pragma: no cover - the reader ships with the store
-        raise WorkbenchError(str(compile_log), "compile log reader is not available") from exc
-    table = read_compile_log(compile_log, rank=rank, progress=progress, cancel=cancel)
+        return schema.COMPILES_FILE.empty_table(), frozenset()
+    log = load_compile_log(compile_log, rank=rank, progress=progress, cancel=cancel)
+    table = log.table
     if "run_id" in table.column_names:
         table = table.drop_columns(["run_id"])
     # The log's start times are epoch microseconds; the store's are relative to run start.
@@ -86,7 +86,30 @@ def _compiles(
         table = table.set_column(
             idx, "start_us", pc.subtract(table.column("start_us").cast(pa.float64()), shift_us)
         )
-    return table
+    return table, log.pytorch_versions
+
+
+def _compiler_from_log(
+    meta: dict[str, object], tags: dict[str, str], versions: frozenset[str], warnings: list[str]
+) -> None:
+    """compiler / compiler_version from the log's pytorch_version; tags win, doubt stays null.
+
+    The compiler is named "torch.compile" (the front end the log belongs to, as for traces with
+    compile spans), not the backend: the log's version is torch's, not Inductor's own.
+    """
+    if not versions:
+        return
+    if len(versions) > 1:
+        warnings.append(
+            "compile log states several pytorch_version values ("
+            + ", ".join(sorted(versions))
+            + "): compiler_version left null"
+        )
+        return
+    if tags.get("compiler", TORCH_COMPILE) != TORCH_COMPILE:
+        return  # another compiler by the user's word: torch's version is not its version
+    meta.setdefault("compiler", TORCH_COMPILE)
+    meta.setdefault("compiler_version", next(iter(versions)))
 
 
 def ingest(
@@ -136,7 +159,7 @@ def ingest(
     rid = run_id or default_run_id(path)
     if compile_log is not None and not compile_log.exists():
         raise WorkbenchError(str(compile_log), "compile log does not exist")
-    log_sha = tree_sha(compile_log) if compile_log is not None else None
+    log_sha = compile_log_sha(compile_log) if compile_log is not None else None
     fp = fingerprint(label, tags, request_pattern, rules, log_sha)
 
     data, sha = read_source(path, progress, cancel)
@@ -203,11 +226,12 @@ def _import_trace(
         progress(IngestProgress(subject, "attribute", n_bytes, n_bytes, cols.n))
     meta = run_metadata(header)
     if att.compilations and "compiler" not in meta:
-        meta["compiler"] = "torch.compile"
+        meta["compiler"] = TORCH_COMPILE
     base_ns = header.baseTimeNanoseconds if header is not None else None
     t0 = float(cols.ts.min())
     shift = t0 + (base_ns / 1000.0 if base_ns else 0.0)
-    compiles = _compiles(compile_log, meta.get("rank"), shift, progress, cancel)
+    compiles, versions = _compiles(compile_log, meta.get("rank"), shift, progress, cancel)
+    _compiler_from_log(meta, tags, versions, warnings)
     is_kineto = header is not None and (
         header.deviceProperties is not None or header.distributedInfo is not None
     )

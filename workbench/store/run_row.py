@@ -46,16 +46,6 @@ def file_sha(path: Path) -> str:
     return digest.hexdigest()
 
 
-def tree_sha(path: Path) -> str:
-    """sha256 of a file, or of every file (name and content) under a directory."""
-    if not path.is_dir():
-        return file_sha(path)
-    digest = hashlib.sha256()
-    for p in sorted(q for q in path.rglob("*") if q.is_file()):
-        digest.update(f"{p.relative_to(path)}\0{file_sha(p)}\0".encode())
-    return digest.hexdigest()
-
-
 def fingerprint(
     label: str | None,
     tags: dict[str, str],
