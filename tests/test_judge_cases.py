@@ -1,0 +1,191 @@
+"""The validation judge on known cases (DESIGN §7): Pass, High with its CI, warnings, Nodata, Fail."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accel.stages import STAGES
+from workbench.triage.guardrails import RunSamples, default_guardrails, measure
+from workbench.triage.incident import Guardrail
+from workbench.triage.judge import MIN_SAMPLES, judge, judge_cell, verdict_of
+
+
+def samples(
+    run_id: str,
+    n: int = 600,
+    seed: int = 0,
+    tail_factor: float = 1.0,
+    quality: float | None = 0.97,
+    fallback_share: float = 0.0,
+    shapes: tuple[str, ...] = ("a", "b"),
+) -> RunSamples:
+    """Lognormal latencies; tail_factor stretches the slowest 5% (a p99 shift, median intact)."""
+    rng = np.random.default_rng(seed)
+    stage = {s: rng.lognormal(np.log(100.0), 0.3, n) for s in STAGES}
+    lat = sum(stage.values())
+    cut = np.quantile(lat, 0.95) if n else 0.0
+    lat = np.where(lat > cut, cut + (lat - cut) * tail_factor + (tail_factor - 1) * cut, lat)
+    arrival = np.arange(n) * 1000.0
+    return RunSamples(
+        run_id=run_id,
+        latency_us=lat,
+        stage_us=stage,
+        quality=np.full(n, np.nan) if quality is None else rng.normal(quality, 0.003, n),
+        arrival_us=arrival,
+        end_us=arrival + lat,
+        fallback_ops=(rng.random(n) < fallback_share).astype(np.int64),
+        recompile_ops=np.zeros(n, dtype=np.int64),
+        shape_key=[shapes[i % len(shapes)] for i in range(n)],
+    )
+
+
+def cell_of(result, metric):  # type: ignore[no-untyped-def]
+    return next(c for c in result.cells if c.metric.split(":")[0] == metric)
+
+
+def test_identical_samples_pass() -> None:
+    base = samples("base", seed=1)
+    rails = default_guardrails("lowering", with_quality=True)
+    result = judge(rails, base, base)
+    assert [c.classification for c in result.cells] == ["Pass"] * len(rails)
+    assert all(c.passed for c in result.cells)
+    assert result.verdict == "Pass" and result.score == 1.0
+    e2e = cell_of(result, "e2e_p99")
+    assert e2e.diff == 0.0 and e2e.ci_low is not None and e2e.ci_low <= 0 <= (e2e.ci_high or 0)
+
+
+def test_independent_draws_of_one_distribution_pass() -> None:
+    rails = default_guardrails("execution", with_quality=True)
+    result = judge(rails, samples("base", seed=1), samples("cand", seed=2))
+    assert result.verdict == "Pass", result.reasons
+
+
+def test_p99_shift_beyond_tolerance_is_high_with_ci() -> None:
+    base, cand = samples("base", seed=1), samples("cand", seed=2, tail_factor=1.6)
+    result = judge(default_guardrails("execution", with_quality=True), base, cand)
+    p99 = cell_of(result, "e2e_p99")
+    assert p99.classification == "High" and not p99.passed
+    assert p99.ci_low is not None and p99.ci_high is not None and p99.diff is not None
+    assert 0 < p99.ci_low <= p99.diff <= p99.ci_high
+    assert p99.diff > p99.tolerance * (p99.baseline_value or 0)
+    assert "CI" in p99.reason and "tolerated" in p99.reason
+    # e2e p99 is critical: its failure fails the whole validation.
+    assert result.verdict == "Fail"
+    assert any("end-to-end p99" in r for r in result.reasons)
+
+
+def test_shift_within_tolerance_passes() -> None:
+    base, cand = samples("base", seed=1), samples("cand", seed=1, tail_factor=1.02)
+    g = Guardrail(
+        metric="e2e_p99", label="p99", direction="increase", tolerance=0.10, critical=True
+    )
+    cell = judge_cell(g, measure(g, base), measure(g, cand))
+    assert cell.classification == "Pass" and cell.passed
+    assert cell.diff is not None and cell.diff > 0
+
+
+def test_improvement_is_low_and_passes() -> None:
+    base, cand = samples("base", seed=1, tail_factor=1.6), samples("cand", seed=2)
+    g = Guardrail(
+        metric="e2e_p99", label="p99", direction="increase", tolerance=0.05, critical=True
+    )
+    cell = judge_cell(g, measure(g, base), measure(g, cand))
+    assert cell.classification == "Low" and cell.passed
+    assert cell.ci_high is not None and cell.ci_high < 0
+
+
+def test_fewer_than_50_samples_warns() -> None:
+    base, cand = samples("base", n=30, seed=1), samples("cand", n=400, seed=2)
+    result = judge(default_guardrails("lowering", with_quality=False), base, cand)
+    p95 = cell_of(result, "e2e_p95")
+    assert p95.n_baseline == 30 and p95.n_candidate == 400
+    assert any(f"< {MIN_SAMPLES}" in w for w in p95.warnings)
+    big = judge(default_guardrails("lowering", False), samples("b", seed=1), samples("c", seed=2))
+    assert not cell_of(big, "e2e_p95").warnings
+
+
+def test_no_data_is_nodata() -> None:
+    base = samples("base", seed=1)
+    empty = samples("cand", n=0, seed=2)
+    result = judge(default_guardrails("lowering", with_quality=True), base, empty)
+    assert {c.classification for c in result.cells} == {"Nodata"}
+    assert all("no " in c.reason and "candidate" in c.reason for c in result.cells)
+    assert result.verdict == "Fail" and result.reasons == ["no guardrail had data on both sides"]
+
+
+def test_missing_quality_is_nodata_and_holds_back_pass() -> None:
+    base = samples("base", seed=1)
+    cand = samples("cand", seed=2, quality=None)
+    result = judge(default_guardrails("lowering", with_quality=True), base, cand)
+    q = cell_of(result, "quality")
+    assert q.classification == "Nodata" and q.diff is None
+    # Every cell with data passes, but a critical guardrail without data keeps it from Pass.
+    assert result.score == 1.0 and result.verdict == "Marginal"
+    assert any("quality p05 has no data" in r for r in result.reasons)
+
+
+def test_critical_failure_forces_fail_despite_high_score() -> None:
+    base, cand = samples("base", seed=1), samples("cand", seed=2, tail_factor=1.6)
+    rails = [
+        Guardrail(
+            metric="e2e_p99", label="p99", direction="increase", tolerance=0.05, critical=True
+        )
+    ] + [
+        Guardrail(
+            metric="stage_p99",
+            label=f"{s} p99",
+            direction="increase",
+            tolerance=0.1,
+            critical=False,
+            stage=s,
+        )
+        for s in STAGES
+    ] * 4
+    result = judge(rails, base, cand)
+    assert result.score >= 0.95  # 20 of 21 pass
+    assert result.verdict == "Fail"
+    # The same failure on a non-critical guardrail only makes the verdict Marginal.
+    soft = [
+        Guardrail(
+            metric="e2e_p99", label="p99", direction="increase", tolerance=0.05, critical=False
+        ),
+        *rails[1:],
+    ]
+    soft_result = judge(soft[:11], base, cand)
+    assert soft_result.verdict == "Marginal", soft_result.reasons
+
+
+def test_fallback_rate_increase_is_high() -> None:
+    base = samples("base", n=800, seed=1, fallback_share=0.01)
+    cand = samples("cand", n=800, seed=2, fallback_share=0.12)
+    g = next(g for g in default_guardrails("lowering", False) if g.metric == "fallback_rate")
+    cell = judge_cell(g, measure(g, base), measure(g, cand))
+    assert cell.classification == "High" and not cell.passed
+    assert cell.ci_low is not None and cell.ci_low > 0
+
+
+def test_verdict_thresholds() -> None:
+    base, cand = samples("base", seed=1), samples("cand", seed=2, tail_factor=1.6)
+    bad = Guardrail(
+        metric="e2e_p99", label="p99", direction="increase", tolerance=0.05, critical=False
+    )
+    ok = Guardrail(
+        metric="e2e_p95", label="p95", direction="decrease", tolerance=0.05, critical=False
+    )
+    bad_cell = judge_cell(bad, measure(bad, base), measure(bad, cand))
+    ok_cell = judge_cell(ok, measure(ok, base), measure(ok, base))
+    assert verdict_of([bad_cell, ok_cell])[1] == "Fail"  # 0.5 < 0.75
+    assert verdict_of([bad_cell, *[ok_cell] * 3])[1] == "Marginal"  # 0.75
+    assert verdict_of([ok_cell] * 3)[1] == "Pass"
+
+
+@pytest.mark.parametrize("direction", ["increase", "both"])
+def test_direction_decides_what_fails(direction: str) -> None:
+    base, cand = samples("base", seed=1, tail_factor=1.6), samples("cand", seed=2)
+    g = Guardrail(
+        metric="e2e_p99", label="p99", direction=direction, tolerance=0.05, critical=False
+    )
+    cell = judge_cell(g, measure(g, base), measure(g, cand))
+    assert cell.classification == "Low"
+    assert cell.passed is (direction == "increase")

@@ -1,0 +1,286 @@
+"""Guardrails: the default set, the per-run samples they read, and the rollback criteria they imply.
+
+A guardrail names a metric, the direction that is bad, a tolerance relative to the baseline
+value (plus an absolute floor for rates near zero) and whether failing it fails the validation.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from accel import stats
+from accel.stages import STAGES
+from workbench.errors import WorkbenchError
+from workbench.triage.incident import Guardrail, RollbackCriterion
+
+F64 = NDArray[np.float64]
+
+METRICS: Final[tuple[str, ...]] = (
+    "e2e_p95",
+    "e2e_p99",
+    "stage_p99",
+    "throughput",
+    "fallback_rate",
+    "recompile_rate",
+    "quality",
+)
+# Quantile metrics: (which samples, which quantile). Quality is judged on its low tail.
+QUANTILE_OF: Final[dict[str, float]] = {
+    "e2e_p95": 0.95,
+    "e2e_p99": 0.99,
+    "stage_p99": 0.99,
+    "throughput": 0.5,
+    "quality": 0.05,
+}
+# Rates are shares of requests, compared as proportions.
+RATE_METRICS: Final[frozenset[str]] = frozenset({"fallback_rate", "recompile_rate"})
+# A rollback watch window: 1000 requests put 10 samples beyond the p99, enough to see it move.
+ROLLBACK_WINDOW_REQUESTS: Final[int] = 1000
+# Throughput is measured per time window; at most this many windows, at least 20 requests each.
+MAX_THROUGHPUT_WINDOWS: Final[int] = 50
+MIN_REQUESTS_PER_WINDOW: Final[int] = 20
+
+
+@dataclass(frozen=True)
+class RunSamples:
+    """What the judge reads from one run: per-request arrays (NaN = unknown)."""
+
+    run_id: str
+    latency_us: F64
+    stage_us: dict[str, F64]
+    quality: F64
+    arrival_us: F64
+    end_us: F64
+    fallback_ops: NDArray[np.int64]
+    recompile_ops: NDArray[np.int64]
+    shape_key: list[str | None]
+
+    @property
+    def n(self) -> int:
+        return int(self.latency_us.size)
+
+    def has_quality(self) -> bool:
+        return bool(np.isfinite(self.quality).any())
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A metric's raw material: a sample (quantile metrics) or successes / n (rates)."""
+
+    unit: str
+    sample: F64 | None = None
+    quantile: float = 0.5
+    successes: int = 0
+    trials: int = 0
+
+    @property
+    def n(self) -> int:
+        return int(stats.clean(self.sample).size) if self.sample is not None else self.trials
+
+    def value(self) -> float:
+        if self.sample is not None:
+            return float(stats.quantile(self.sample, self.quantile))
+        return self.successes / self.trials if self.trials else math.nan
+
+
+def default_guardrails(origin_stage: str | None, with_quality: bool) -> list[Guardrail]:
+    """End-to-end p95/p99, the origin stage's p99, throughput, fallback and recompile rates,
+    and quality when the baseline measures it. End-to-end p99 and quality are critical."""
+    out = [
+        Guardrail(
+            metric="e2e_p95",
+            label="end-to-end p95",
+            direction="increase",
+            tolerance=0.05,
+            critical=False,
+        ),
+        Guardrail(
+            metric="e2e_p99",
+            label="end-to-end p99",
+            direction="increase",
+            tolerance=0.05,
+            critical=True,
+        ),
+    ]
+    if origin_stage in STAGES:
+        out.append(
+            Guardrail(
+                metric="stage_p99",
+                label=f"{origin_stage} p99",
+                direction="increase",
+                tolerance=0.10,
+                critical=False,
+                stage=origin_stage,
+            )
+        )
+    out += [
+        Guardrail(
+            metric="throughput",
+            label="throughput (median over windows)",
+            direction="decrease",
+            tolerance=0.05,
+            critical=False,
+        ),
+        Guardrail(
+            metric="fallback_rate",
+            label="share of requests with a fallback op",
+            direction="increase",
+            tolerance=0.10,
+            critical=False,
+            min_effect=0.01,
+        ),
+        Guardrail(
+            metric="recompile_rate",
+            label="share of requests with a recompile",
+            direction="increase",
+            tolerance=0.10,
+            critical=False,
+            min_effect=0.01,
+        ),
+    ]
+    if with_quality:
+        out.append(
+            Guardrail(
+                metric="quality",
+                label="quality p05",
+                direction="decrease",
+                tolerance=0.01,
+                critical=True,
+            )
+        )
+    return out
+
+
+DIRECTIONS: Final[tuple[str, ...]] = ("increase", "decrease", "both")
+
+
+def load_guardrails(path: Path) -> list[Guardrail]:
+    """A guardrail set from TOML: [[guardrail]] tables with metric, direction, tolerance, critical
+    and optionally stage (for stage_p99), min_effect and label."""
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise WorkbenchError(str(path), f"cannot read guardrails: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise WorkbenchError(str(path), f"malformed guardrails TOML: {exc}") from exc
+    entries = doc.get("guardrail")
+    if not isinstance(entries, list) or not entries:
+        raise WorkbenchError(str(path), "no [[guardrail]] tables")
+    out = []
+    for i, e in enumerate(entries, start=1):
+        where = f"guardrail {i}"
+        metric, stage = e.get("metric"), e.get("stage")
+        if metric not in METRICS:
+            raise WorkbenchError(str(path), f"{where}: metric must be one of {', '.join(METRICS)}")
+        if (metric == "stage_p99") != (stage is not None) or (
+            stage is not None and stage not in STAGES
+        ):
+            raise WorkbenchError(
+                str(path), f"{where}: stage_p99 needs a stage from {', '.join(STAGES)}"
+            )
+        if e.get("direction") not in DIRECTIONS:
+            raise WorkbenchError(
+                str(path), f"{where}: direction must be one of {', '.join(DIRECTIONS)}"
+            )
+        tol, floor, critical = (
+            e.get("tolerance"),
+            e.get("min_effect", 0.0),
+            e.get("critical", False),
+        )
+        if (
+            not isinstance(tol, int | float)
+            or tol < 0
+            or not isinstance(floor, int | float)
+            or floor < 0
+        ):
+            raise WorkbenchError(
+                str(path), f"{where}: tolerance and min_effect must be numbers >= 0"
+            )
+        if not isinstance(critical, bool):
+            raise WorkbenchError(str(path), f"{where}: critical must be true or false")
+        label = e.get("label") or (f"{stage} p99" if stage else str(metric))
+        out.append(
+            Guardrail(
+                metric=metric,
+                label=str(label),
+                direction=e["direction"],
+                tolerance=float(tol),
+                critical=critical,
+                stage=stage,
+                min_effect=float(floor),
+            )
+        )
+    return out
+
+
+def window_throughput(arrival_us: F64, end_us: F64) -> F64:
+    """Completed requests per second in equal time windows over the run's span."""
+    ok = np.isfinite(end_us)
+    ends = end_us[ok]
+    if ends.size == 0:
+        return np.empty(0)
+    start = float(np.nanmin(arrival_us)) if np.isfinite(arrival_us).any() else float(ends.min())
+    span = float(ends.max()) - start
+    n_win = int(min(MAX_THROUGHPUT_WINDOWS, max(1, ends.size // MIN_REQUESTS_PER_WINDOW)))
+    if span <= 0:
+        return np.empty(0)
+    width = span / n_win
+    idx = np.minimum(((ends - start) / width).astype(np.int64), n_win - 1)
+    counts = np.bincount(idx, minlength=n_win).astype(np.float64)
+    return counts / (width / 1e6)
+
+
+def measure(g: Guardrail, s: RunSamples) -> Measurement:
+    """The raw material of guardrail g in run s."""
+    if g.metric in ("e2e_p95", "e2e_p99"):
+        return Measurement("us", s.latency_us, QUANTILE_OF[g.metric])
+    if g.metric == "stage_p99":
+        sample = s.stage_us.get(g.stage or "", np.empty(0))
+        return Measurement("us", sample, QUANTILE_OF[g.metric])
+    if g.metric == "throughput":
+        return Measurement("req/s", window_throughput(s.arrival_us, s.end_us), 0.5)
+    if g.metric == "quality":
+        return Measurement("score", s.quality, QUANTILE_OF["quality"])
+    if g.metric == "fallback_rate":
+        return Measurement("share", successes=int((s.fallback_ops > 0).sum()), trials=s.n)
+    if g.metric == "recompile_rate":
+        return Measurement("share", successes=int((s.recompile_ops > 0).sum()), trials=s.n)
+    raise ValueError(f"unknown guardrail metric {g.metric!r}")
+
+
+def allowed_change(g: Guardrail, baseline_value: float) -> float:
+    """How far the candidate may move in the bad direction before the guardrail trips."""
+    return max(g.tolerance * abs(baseline_value), g.min_effect)
+
+
+def rollback_criteria(guardrails: list[Guardrail], baseline: RunSamples) -> list[RollbackCriterion]:
+    """One explicit trip wire per guardrail with data: the tolerated edge around the baseline."""
+    out = []
+    for g in guardrails:
+        m = measure(g, baseline)
+        base = m.value()
+        if m.n == 0 or not math.isfinite(base):
+            continue
+        edge = allowed_change(g, base)
+        # "both" guardrails watch the bad side that matters for latency-like metrics first.
+        sides = [">", "<"] if g.direction == "both" else [">" if g.direction == "increase" else "<"]
+        for op in sides:
+            out.append(
+                RollbackCriterion(
+                    metric=g.metric if g.stage is None else f"{g.metric}:{g.stage}",
+                    label=g.label,
+                    op=op,
+                    threshold=base + edge if op == ">" else base - edge,
+                    unit=m.unit,
+                    window_requests=ROLLBACK_WINDOW_REQUESTS,
+                    source="guardrail",
+                )
+            )
+    return out
