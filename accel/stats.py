@@ -259,6 +259,18 @@ def wilson_interval(successes: int, n: int, alpha: float = 0.05) -> tuple[float,
     return (p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
+def proportion_diff_ci(
+    k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05
+) -> tuple[float, float, float]:
+    """(p1 - p2, lo, hi): Newcombe's hybrid score interval (1998, method 10) from two Wilson ones."""
+    p1, l1, u1 = wilson_interval(k1, n1, alpha)
+    p2, l2, u2 = wilson_interval(k2, n2, alpha)
+    d = p1 - p2
+    lo = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    hi = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return (d, lo, hi)
+
+
 def spearman(x: ArrayLike, y: ArrayLike) -> float:
     """Spearman rank correlation (Pearson on average ranks) over pairs where both are finite."""
     a = np.asarray(x, dtype=np.float64).ravel()

@@ -221,3 +221,18 @@ def test_bootstrap_order_statistics_match_brute_force_resampling(n: int, q: floa
     # 0.016: the 1% critical value of KS for two samples of 20k; off-by-one ranks give > 0.02.
     assert sps.ks_2samp(fast, brute).statistic < 0.016
     assert np.mean(fast) == pytest.approx(np.mean(brute), rel=0.02)
+
+
+def test_proportion_diff_ci_matches_newcombe_worked_example() -> None:
+    # Newcombe (1998), Table II, example (a): 56/70 vs 48/80 -> 0.2000, 95% CI 0.0524 to 0.3339.
+    d, lo, hi = stats.proportion_diff_ci(56, 70, 48, 80)
+    assert d == pytest.approx(0.2, abs=1e-12)
+    assert lo == pytest.approx(0.0524, abs=5e-4)
+    assert hi == pytest.approx(0.3339, abs=5e-4)
+
+
+def test_proportion_diff_ci_is_narrower_than_end_to_end_wilson() -> None:
+    d, lo, hi = stats.proportion_diff_ci(3, 200, 1, 200)
+    _, l1, u1 = stats.wilson_interval(3, 200)
+    _, l2, u2 = stats.wilson_interval(1, 200)
+    assert l1 - u2 < lo < d < hi < u1 - l2

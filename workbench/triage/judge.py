@@ -7,9 +7,8 @@ Statistics (all from accel.stats, none computed here):
   location shift of the whole distribution is reported beside it: the Hodges-Lehmann estimate
   with its Moses interval (`hodges_lehmann_ci`) and the Mann-Whitney two-sided p.
 - Rates (share of requests with a fallback op / a recompile): d = share(candidate) -
-  share(baseline); its interval joins the two Wilson intervals (`wilson_interval`) end to end,
-  [lo_c - hi_b, hi_c - lo_b]. Widths add linearly rather than in quadrature (Newcombe), so the
-  interval is conservative: a rate is called High or Low only on clear evidence.
+  share(baseline) with Newcombe's hybrid score interval (`proportion_diff_ci`), which combines
+  the two Wilson intervals in quadrature and keeps its coverage near nominal for small shares.
 
 Classification, with [lo, hi] the interval of d and `allowed` = tolerance x |baseline value|
 (at least the guardrail's min_effect):
@@ -110,9 +109,9 @@ def judge_cell(g: Guardrail, baseline: Measurement, candidate: Measurement) -> C
         )
     shift = shift_lo = shift_hi = p_value = None
     if is_rate:
-        pc, lo_c, hi_c = stats.wilson_interval(candidate.successes, candidate.trials, alpha)
-        pb, lo_b, hi_b = stats.wilson_interval(baseline.successes, baseline.trials, alpha)
-        d, lo, hi = pc - pb, lo_c - hi_b, hi_c - lo_b
+        d, lo, hi = stats.proportion_diff_ci(
+            candidate.successes, candidate.trials, baseline.successes, baseline.trials, alpha
+        )
     else:
         assert baseline.sample is not None and candidate.sample is not None
         q = baseline.quantile
