@@ -1,0 +1,253 @@
+"""The seed's primary metric, per shape bucket: compile-time mapping accuracy against runtime
+adaptation gain (DESIGN §5).
+
+Buckets: requests whose shape key was compiled ahead of serving ("seen") and the others
+("drifted"). Per bucket:
+
+- mapping accuracy of the compiler's own estimate (`predicted_us`) against the observed op
+  time: MAPE and Spearman rank correlation, with the share of ops that carried an estimate;
+- regret of the chosen kernel: how much slower (cost model) the chosen tile is than the best
+  tile of the menu the run used for that op, and generic (fallback) kernels against it;
+- runtime adaptation gain: p50/p95/p99 latency of the static plan (drifted shapes on generic
+  fallback kernels, no recompiles) minus that of the runtime-adapted plan (exact-shape kernels,
+  paying each new shape's compile once), on the same requests. Whichever plan the run used is
+  taken as observed; the other is counterfactual: op times from this run's own ops of the same
+  name and kind (median per M, interpolated), compile cost from its compiles or `compile_us`.
+  Positive gain: adapting at runtime pays off, net of recompile cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from accel.cost import op_times
+from accel.localize import observed_queue, requeue
+from accel.ops import F64, I64, OpArrays, RunArrays
+from accel.profiles import HardwareProfile
+from accel.replay import stage_times
+from accel.stages import STAGE_CODE
+from accel.stats import mape, quantile, spearman
+
+BUCKETS = ("seen", "drifted")
+# Tile shapes a GEMM autotuner commonly tries; the regret menu is these plus any tile the run used.
+STANDARD_TILES: tuple[tuple[int, int], ...] = ((64, 64), (128, 128), (128, 256), (256, 128))
+_EXEC = STAGE_CODE["execution"]
+_LOW = STAGE_CODE["lowering"]
+
+
+@dataclass(frozen=True)
+class BucketMetric:
+    bucket: str
+    n_requests: int
+    n_ops: int  # execution ops on cores (kernels)
+    estimate_share: float  # share of those ops with a compiler estimate
+    mape_pct: float
+    spearman: float
+    regret_pct: float  # mean (chosen - best tile) / chosen, cost model, tuned kernels
+    fallback_share: float
+    fallback_regret_pct: float  # generic kernels vs the tuned kernel of the same op and size
+    observed_plan: str  # "adapted", "static" or "n/a" (no drifted ops)
+    static_us: dict[str, float]  # p50/p95/p99 latency under the static plan
+    adapted_us: dict[str, float]
+    gain_us: dict[str, float]  # static - adapted
+    recompile_us: float  # compile time paid (adapted) in this bucket
+    net_of_compile: bool  # False: no compile cost was known, the gain is gross
+
+
+@dataclass(frozen=True)
+class PrimaryMetric:
+    run_id: str
+    profile: str
+    buckets: dict[str, BucketMetric]
+    compile_us: float  # per-shape compile cost used for the adapted plan (NaN: unknown)
+
+
+def _qs(x: F64) -> dict[str, float]:
+    if not x.size:
+        return {"p50": math.nan, "p95": math.nan, "p99": math.nan}
+    v = np.asarray(quantile(x, [0.5, 0.95, 0.99]), dtype=np.float64)
+    return {"p50": float(v[0]), "p95": float(v[1]), "p99": float(v[2])}
+
+
+def _kernel_ops(ops: OpArrays) -> I64:
+    return np.flatnonzero((ops.stage == _EXEC) & (ops.core >= 0) & np.isfinite(ops.m))
+
+
+def _names(ops: OpArrays) -> list[str]:
+    return ops.name if len(ops.name) == ops.size else [""] * ops.size
+
+
+def _regret(ops: OpArrays, hw: HardwareProfile, sel: I64) -> F64:
+    """Per op in `sel`: (model time of its tile - best tile of the run's menu) / its time."""
+    tuned = sel[~ops.fallback[sel] & np.isfinite(ops.tile_m[sel])]
+    out = np.full(ops.size, np.nan)
+    if not tuned.size:
+        return out[sel]
+    used = np.stack((ops.tile_m[tuned], ops.tile_n[tuned]), axis=1)
+    menu = np.unique(np.concatenate((used, np.asarray(STANDARD_TILES, dtype=np.float64))), axis=0)
+    base = op_times(ops, hw).predicted_us
+    best = base.copy()
+    for tm, tn in menu:
+        tile_m, tile_n = ops.tile_m.copy(), ops.tile_n.copy()
+        tile_m[tuned], tile_n[tuned] = tm, tn
+        alt = op_times(replace(ops, tile_m=tile_m, tile_n=tile_n), hw).predicted_us
+        best[tuned] = np.minimum(best[tuned], alt[tuned])
+    ok = tuned[base[tuned] > 0]
+    out[ok] = (base[ok] - best[ok]) / base[ok]
+    return out[sel]
+
+
+def _curves(ops: OpArrays, sel: I64, code: I64) -> dict[int, tuple[F64, F64]]:
+    """Observed time vs M per op name, median per M, over `sel`."""
+    out: dict[int, tuple[F64, F64]] = {}
+    t = np.nan_to_num(ops.observed_us, nan=0.0)
+    for c in np.unique(code[sel]):
+        g = sel[code[sel] == c]
+        mm = np.round(ops.m[g]).astype(np.int64)
+        order = np.lexsort((t[g], mm))
+        mk, tk = mm[order], t[g][order]
+        starts = np.flatnonzero(np.concatenate(([True], mk[1:] != mk[:-1])))
+        counts = np.diff(np.append(starts, mk.size))
+        med = 0.5 * (tk[starts + (counts - 1) // 2] + tk[starts + counts // 2])
+        out[int(c)] = (mk[starts].astype(np.float64), med)
+    return out
+
+
+def _lookup(curves: dict[int, tuple[F64, F64]], code: I64, m: F64) -> F64:
+    out = np.full(code.size, np.nan)
+    for c in np.unique(code):
+        curve = curves.get(int(c))
+        if curve is None:
+            continue
+        ms, ts = curve
+        k = code == c
+        out[k] = np.where(m[k] > ms[-1], ts[-1] * m[k] / ms[-1], np.interp(m[k], ms, ts))
+    return out
+
+
+def primary_metric(
+    run: RunArrays, hw: HardwareProfile, compile_us: float | None = None
+) -> PrimaryMetric:
+    """The primary metric of one run, per shape bucket (see the module docstring)."""
+    ops, req = run.ops, run.requests
+    n = req.size
+    seen_req = np.array([k in run.compiled_shapes for k in req.shape_key], dtype=bool)
+    if not run.compiled_shapes:
+        seen_req[:] = True  # nothing known about compile-time shapes: one bucket
+    names = _names(ops)
+    vocab = {s: i for i, s in enumerate(sorted(set(names)))}
+    code = np.array([vocab[s] for s in names], dtype=np.int64)
+    kern = _kernel_ops(ops)
+    obs = np.nan_to_num(ops.observed_us, nan=0.0)
+
+    # Counterfactual op times: tuned kernels (from non-fallback ops) and generic kernels (from
+    # fallback ops) of the same name, as a function of M, in this run.
+    tuned_curves = _curves(ops, kern[~ops.fallback[kern]], code)
+    generic_curves = _curves(ops, kern[ops.fallback[kern]], code)
+    drift_ops = kern[~seen_req[ops.req[kern]]]
+    as_tuned = obs.copy()
+    as_generic = obs.copy()
+    if drift_ops.size:
+        fb = ops.fallback[drift_ops]
+        t_tuned = _lookup(tuned_curves, code[drift_ops], ops.m[drift_ops])
+        t_generic = _lookup(generic_curves, code[drift_ops], ops.m[drift_ops])
+        as_tuned[drift_ops] = np.where(fb & np.isfinite(t_tuned), t_tuned, obs[drift_ops])
+        # A static plan without generic-kernel evidence runs the tuned kernel's time scaled by
+        # the cost model's fallback penalty.
+        pen = _fallback_penalty(ops, hw, drift_ops)
+        guess = obs[drift_ops] * pen
+        as_generic[drift_ops] = np.where(
+            fb, obs[drift_ops], np.where(np.isfinite(t_generic), t_generic, guess)
+        )
+
+    recompiles = ops.recompile & (ops.stage == _LOW)
+    rc_us = float(np.median(obs[recompiles])) if recompiles.any() else math.nan
+    cost = compile_us if compile_us is not None else rc_us
+    known = math.isfinite(cost)
+    cost = cost if known else 0.0
+
+    stage = np.nan_to_num(np.asarray(req.stage_us, dtype=np.float64), nan=0.0)
+    q = observed_queue(req)
+    obs_exec = stage_times(ops, obs, n).stage_us[:, _EXEC]
+    tuned_exec = stage_times(ops, as_tuned, n).stage_us[:, _EXEC]
+    generic_exec = stage_times(ops, as_generic, n).stage_us[:, _EXEC]
+    low_rc = np.bincount(ops.req[recompiles], obs[recompiles], n)
+
+    adapted = stage.copy()
+    adapted[:, _EXEC] += tuned_exec - obs_exec
+    if not recompiles.any() and drift_ops.size:
+        # The run did not recompile: the adapted plan pays one compile per new shape, on the
+        # first request (by arrival) that brings it.
+        first = _first_of_shape(req.shape_key, req.arrival_us, ~seen_req)
+        adapted[first, _LOW] += cost
+    static = stage.copy()
+    static[:, _EXEC] += generic_exec - obs_exec
+    static[:, _LOW] -= low_rc
+    lat_adapted = requeue(q, adapted)
+    lat_static = requeue(q, static)
+    paid = adapted[:, _LOW] - stage[:, _LOW] + low_rc
+
+    regret = _regret(ops, hw, kern)
+    pred = ops.predicted_us[kern]
+    buckets: dict[str, BucketMetric] = {}
+    for name, mask in (("seen", seen_req), ("drifted", ~seen_req)):
+        in_b = mask[ops.req[kern]]
+        k = kern[in_b]
+        est = np.isfinite(pred[in_b])
+        fb_ops = k[ops.fallback[k]]
+        fb_regret = math.nan
+        if fb_ops.size:
+            t_t = _lookup(tuned_curves, code[fb_ops], ops.m[fb_ops])
+            ok = np.isfinite(t_t) & (obs[fb_ops] > 0)
+            if ok.any():
+                fb_regret = float(np.mean((obs[fb_ops][ok] - t_t[ok]) / obs[fb_ops][ok]) * 100)
+        drifted_kern = drift_ops.size > 0 and name == "drifted"
+        plan = ("static" if ops.fallback[drift_ops].any() else "adapted") if drifted_kern else "n/a"
+        s_q, a_q = _qs(lat_static[mask]), _qs(lat_adapted[mask])
+        buckets[name] = BucketMetric(
+            bucket=name,
+            n_requests=int(mask.sum()),
+            n_ops=int(k.size),
+            estimate_share=float(est.mean()) if k.size else math.nan,
+            mape_pct=mape(pred[in_b][est], obs[k][est]) if est.any() else math.nan,
+            spearman=spearman(pred[in_b][est], obs[k][est]) if est.sum() > 1 else math.nan,
+            regret_pct=float(np.nanmean(regret[in_b]) * 100)
+            if np.isfinite(regret[in_b]).any()
+            else math.nan,
+            fallback_share=float(ops.fallback[k].mean()) if k.size else math.nan,
+            fallback_regret_pct=fb_regret,
+            observed_plan=plan,
+            static_us=s_q,
+            adapted_us=a_q,
+            gain_us={p: s_q[p] - a_q[p] for p in s_q},
+            recompile_us=float(paid[mask].sum()),
+            net_of_compile=known or not drifted_kern,
+        )
+    return PrimaryMetric(run.run_id, hw.name, buckets, cost if known else math.nan)
+
+
+def _fallback_penalty(ops: OpArrays, hw: HardwareProfile, sel: I64) -> F64:
+    """Cost-model slowdown of running these ops on a generic (fallback) kernel."""
+    fb = ops.fallback.copy()
+    fb[sel] = True
+    base = op_times(ops, hw).predicted_us[sel]
+    generic = op_times(replace(ops, fallback=fb), hw).predicted_us[sel]
+    return np.asarray(np.where(base > 0, generic / base, 1.0), dtype=np.float64)
+
+
+def _first_of_shape(keys: list[str], arrival: F64, mask: np.ndarray) -> I64:
+    """Index of the earliest request of each distinct shape key among `mask`."""
+    idx = np.flatnonzero(mask)
+    if not idx.size:
+        return idx.astype(np.int64)
+    order = idx[np.argsort(np.asarray(arrival)[idx], kind="stable")]
+    seen: set[str] = set()
+    first = []
+    for i in order.tolist():
+        if keys[i] not in seen:
+            seen.add(keys[i])
+            first.append(i)
+    return np.asarray(first, dtype=np.int64)
