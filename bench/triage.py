@@ -1,0 +1,145 @@
+"""Triage a store of >= 10M events: seconds and peak RSS per triage, medians of several runs.
+
+    uv run python bench/triage.py [--events 10000000] [--repeat 3] [--store DIR]
+
+Builds the store once (two synthetic serving runs from tests/triage_stores.py, failing with
+recompiles on drifted shapes) in a temporary directory unless --store points at one, then
+triages it in a fresh process per repeat so peak RSS is the triage's own. The last line is one
+JSON object with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+OPS_PER_REQUEST = 7 * 72  # 504 events per request: an LLM request is hundreds of kernels
+
+
+def build(store: Path, events: int) -> int:
+    from triage_stores import RunSpec, write_run
+
+    per_run = events // 2
+    n_requests = -(-per_run // OPS_PER_REQUEST)
+    common = {"n_requests": n_requests, "ops_per_request": OPS_PER_REQUEST, "drift_share": 0.3}
+    write_run(store, RunSpec("comparator", seed=1, **common))  # type: ignore[arg-type]
+    write_run(
+        store,
+        RunSpec(
+            "failing",
+            seed=2,
+            recompile_us=15_000.0,
+            recompile_share=0.02,
+            start_offset_s=3600,
+            **common,  # type: ignore[arg-type]
+        ),
+    )
+    return 2 * n_requests * OPS_PER_REQUEST
+
+
+def measure(store: Path) -> dict[str, object]:
+    """One triage in this process: seconds, peak RSS, and what it found."""
+    from workbench.triage.triage import triage
+
+    marks: list[tuple[str, float]] = []
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = triage(
+        store, "failing", "comparator", progress=lambda m, _: marks.append((m, time.perf_counter()))
+    )
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    # seconds spent in each step: from its progress mark to the next one
+    steps = {name: round(end - start, 3) for (name, start), (_, end) in itertools.pairwise(marks)}
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "steps": steps,
+        "peak_rss_mb": rss_mb,
+        "origin": result.origin_stage,
+        "mechanism": result.mechanism,
+    }
+
+
+def _count_events(store: Path) -> int:
+    """Event rows in the store, from the Parquet footers."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in (store / "events").rglob("*.parquet"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--store", type=Path, default=None)
+    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure)))
+        return
+    with tempfile.TemporaryDirectory(prefix="bench_triage_") as tmp:
+        store = args.store or Path(tmp) / "store"
+        n_events = None
+        if not (store / "runs").is_dir():
+            t0 = time.perf_counter()
+            n_events = build(store, args.events)
+            print(f"built {n_events:,} events in {time.perf_counter() - t0:.1f} s", flush=True)
+        if n_events is None:
+            n_events = _count_events(store)
+        runs = []
+        for i in range(args.repeat):
+            out = (
+                subprocess.run(
+                    [sys.executable, __file__, "--measure", str(store)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
+                .stdout.strip()
+                .splitlines()[-1]
+            )
+            fig = json.loads(out)
+            runs.append(fig)
+            print(
+                f"run {i + 1}: {fig['seconds']:.2f} s ({fig['cpu_seconds']:.2f} s CPU), "
+                f"peak RSS {fig['peak_rss_mb']:.0f} MB, "
+                f"origin {fig['origin']}, mechanism {fig['mechanism']}",
+                flush=True,
+            )
+        seconds = [float(r["seconds"]) for r in runs]
+        rss = [float(r["peak_rss_mb"]) for r in runs]
+        figures = {
+            "bench": "triage",
+            "events": n_events,
+            "repeat": args.repeat,
+            "median_seconds": statistics.median(seconds),
+            "min_seconds": min(seconds),
+            "max_seconds": max(seconds),
+            "median_cpu_seconds": statistics.median(float(r["cpu_seconds"]) for r in runs),
+            "median_peak_rss_mb": statistics.median(rss),
+            "goal_seconds": 3.0,
+            "goal_peak_rss_mb": 2048.0,
+            "seconds_vs_goal": statistics.median(seconds) / 3.0,
+            "median_step_seconds": {
+                k: statistics.median(float(r["steps"][k]) for r in runs) for k in runs[0]["steps"]
+            },
+            "origin": runs[-1]["origin"],
+            "mechanism": runs[-1]["mechanism"],
+        }
+        print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

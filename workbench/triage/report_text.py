@@ -1,0 +1,125 @@
+"""The 30-second text rendering of a triage result: warnings first, then the verdict, the tail."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from typing import Any
+
+from workbench.triage.evidence import Interval, StageRow
+from workbench.triage.triage import TriageResult
+
+
+def _ms(us: float | None) -> str:
+    if us is None or not math.isfinite(us):
+        return "n/a"
+    return f"{us / 1e3:.2f}"
+
+
+def _signed(us: float | None) -> str:
+    if us is None or not math.isfinite(us):
+        return "n/a"
+    return f"{us / 1e3:+.2f}"
+
+
+def _ci(iv: Interval) -> str:
+    return f"{_signed(iv.value)} [{_signed(iv.lo)}..{_signed(iv.hi)}]"
+
+
+def _pct(x: Any) -> str:
+    return "n/a" if x is None or not math.isfinite(float(x)) else f"{float(x):.0%}"
+
+
+def _stage_line(row: StageRow) -> str:
+    f, c = row.failing, row.comparator
+    return (
+        f"  {row.stage:<11}{row.n_failing:>6}/{row.n_comparator:<6}"
+        f"{_ms(f['p50'].value):>9}{_ms(c['p50'].value):>8}"
+        f"{_ms(f['p95'].value):>9}{_ms(c['p95'].value):>8}"
+        f"{_ms(f['p99'].value):>9}{_ms(c['p99'].value):>8}   {_ci(row.diff['p99'])}"
+    )
+
+
+WIDTH = 100
+
+
+def _wrap(text: str, first: str = "  ", rest: str = "      ") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest) or [first]
+
+
+def render(r: TriageResult) -> str:
+    """Plain text, widest line under 110 columns; times in milliseconds."""
+    out: list[str] = [
+        f"TRIAGE  {r.failing} (failing) vs {r.comparator} (comparator), replayed on {r.hardware}"
+    ]
+    if r.comparator_reasons:
+        out.append("  comparator: " + "; ".join(r.comparator_reasons))
+    if r.warnings:
+        out.append("WARNINGS")
+        for w in r.warnings:
+            out.extend(_wrap(w, "  ! "))
+    lat = r.stages[0]
+    out.append("VERDICT")
+    if r.triggered:
+        mech = r.mechanism + (f" (then {r.secondary_mechanism})" if r.secondary_mechanism else "")
+        out.append(
+            f"  origin {r.origin_stage} -> manifest {r.manifest_stage}   mechanism {mech}   "
+            f"confidence {_pct(r.confidence)}"
+        )
+        out.append(
+            f"  explains {_pct(r.explained_share)} of the p99 gap ({r.explained_share_method})"
+        )
+    else:
+        out.append(f"  no significant tail regression (mechanism {r.mechanism})")
+    out.append(
+        f"  p95 gap {_ci(r.p95_gap)} ms   p99 gap {_ci(r.p99_gap)} ms   "
+        f"n={lat.n_failing}/{lat.n_comparator} (95% CI)"
+    )
+    out.append("TAIL BY STAGE  steady state, ms; failing | comparator          d p99 [95% CI]")
+    out.append(
+        f"  {'stage':<11}{'n':>6} {'':<5}{'p50 f':>9}{'p50 c':>8}{'p95 f':>9}{'p95 c':>8}"
+        f"{'p99 f':>9}{'p99 c':>8}"
+    )
+    out.extend(_stage_line(s) for s in r.stages)
+    w = r.warmup.get("failing", {})
+    wc = r.warmup.get("comparator", {})
+    out.extend(
+        _wrap(
+            f"WARM-UP  failing {w.get('warmup_compiles', 0)} compile(s) "
+            f"{_ms(w.get('warmup_compile_us'))} ms, comparator {wc.get('warmup_compiles', 0)} "
+            f"compile(s) {_ms(wc.get('warmup_compile_us'))} ms; "
+            f"{r.warmup.get('excluded_requests', 0)} requests left out; p99 gap with warm-up "
+            f"{_ci(r.latency_with_warmup.diff['p99'])} ms",
+            "",
+            "  ",
+        )
+    )
+    rc = r.recompiles
+    if rc.get("count"):
+        out.append(
+            f"RECOMPILES  {rc['count']} steady-state ({_ms(rc['total_us'])} ms); removing them "
+            f"closes {_pct(rc['share_of_p95_gap'])} of the p95 and "
+            f"{_pct(rc['share_of_p99_gap'])} of the p99 gap"
+        )
+        for g in rc["reasons"][:4]:
+            out.append(f"  x{g['n']:<3} {_ms(g['total_us']):>9} ms  {g['reason'][:80]}")
+    if r.tail_drivers:
+        out.append(
+            "TAIL DRIVERS  share of p99 gap: "
+            + ", ".join(f"{d['driver']} {_pct(d['share'])}" for d in r.tail_drivers)
+        )
+    out.append(f"SHAPE DRIFT  PSI {r.drift_psi:.3f}" if math.isfinite(r.drift_psi) else "")
+    out.append("PROOF")
+    for c in r.claims[:8]:
+        out.extend(_wrap(f"{c.text}  [{c.query}]", "  - "))
+    if r.retuning:
+        out.append("RETUNING  predicted gain (model: queue re-run without the saved time)")
+        for i, a in enumerate(r.retuning[:6], 1):
+            out.extend(
+                _wrap(
+                    f"{a.text}: p95 {_signed(-a.predicted_p95_gain_us)} ms, "
+                    f"p99 {_signed(-a.predicted_p99_gain_us)} ms",
+                    f"  {i}. ",
+                )
+            )
+    return "\n".join(line for line in out if line) + "\n"

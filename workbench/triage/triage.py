@@ -1,0 +1,511 @@
+"""Headless triage: evidence, replay and localization of a failing run against a comparator."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+import numpy as np
+
+from accel import stats
+from accel.localize import Localization, localize
+from accel.ops import RunArrays
+from accel.primary_metric import primary_metric
+from accel.profiles import PROFILES, HardwareProfile, get_profile
+from workbench.errors import WorkbenchError
+from workbench.store import db
+from workbench.store.arrays import load_run_arrays, run_exists, run_presence
+from workbench.store.layout import check_run_id, read_run_row
+from workbench.triage import evidence, pairing, retuning
+from workbench.triage.evidence import EvidenceTable, Interval, StageRow
+from workbench.triage.warmup import Warmup, warmup_of
+
+Progress = Callable[[str, float], None]
+DEFAULT_PROFILE: Final[str] = "h100"
+MIN_TRIAGE_REQUESTS: Final[int] = 5  # below this no tail quantile means anything
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A statement and its proving artifact: the query, its parameters and its numbers."""
+
+    text: str
+    query: str
+    parameters: dict[str, Any]
+    numbers: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "query": self.query,
+            "parameters": self.parameters,
+            "numbers": _clean(self.numbers),
+        }
+
+
+@dataclass(frozen=True)
+class TriageResult:
+    failing: str
+    comparator: str
+    comparator_reasons: list[str]
+    hardware: str
+    warnings: list[str]
+    stages: list[StageRow]  # steady state (warm-up requests left out)
+    latency_with_warmup: StageRow
+    origin_stage: str | None
+    manifest_stage: str | None
+    mechanism: str
+    secondary_mechanism: str | None
+    confidence: float
+    explained_share: float  # share of the p99 gap the origin's plan swap (or mechanism) explains
+    explained_share_method: str
+    explained_share_by_stage: dict[str, dict[str, float]]
+    p95_gap: Interval
+    p99_gap: Interval
+    triggered: bool
+    claims: list[Claim]
+    primary_metric: list[dict[str, Any]]
+    retuning: list[retuning.Action]
+    warmup: dict[str, Any]
+    recompiles: dict[str, Any]
+    drift_psi: float
+    tail_drivers: list[dict[str, Any]]
+    evidence: dict[str, EvidenceTable] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = _clean(
+            {
+                "failing": self.failing,
+                "comparator": self.comparator,
+                "comparator_reasons": self.comparator_reasons,
+                "hardware": self.hardware,
+                "time_unit": "us",
+                "warnings": self.warnings,
+                "stages": [s.to_json() for s in self.stages],
+                "latency_with_warmup": self.latency_with_warmup.to_json(),
+                "origin_stage": self.origin_stage,
+                "manifest_stage": self.manifest_stage,
+                "mechanism": self.mechanism,
+                "secondary_mechanism": self.secondary_mechanism,
+                "explained_share": self.explained_share,
+                "explained_share_method": self.explained_share_method,
+                "explained_share_by_stage": self.explained_share_by_stage,
+                "confidence": self.confidence,
+                "triggered": self.triggered,
+                "p95_gap_us": self.p95_gap.to_json(),
+                "p99_gap_us": self.p99_gap.to_json(),
+                "claims": [c.to_json() for c in self.claims],
+                "primary_metric": self.primary_metric,
+                "retuning": [a.to_json() for a in self.retuning],
+                "warmup": self.warmup,
+                "recompiles": self.recompiles,
+                "shape_drift_psi": self.drift_psi,
+                "tail_drivers": self.tail_drivers,
+                "evidence_queries": {
+                    name: {"query": t.query, "parameters": t.parameters, "rows": t.table.num_rows}
+                    for name, t in self.evidence.items()
+                },
+            }
+        )
+        return doc
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python, tuples -> lists."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def profile_for(hardware_tag: str | None, requested: str | None) -> tuple[HardwareProfile, str]:
+    """The profile to replay on, and a warning when it is a guess."""
+    if requested:
+        try:
+            return get_profile(requested), ""
+        except ValueError as exc:
+            raise WorkbenchError(repr(requested), str(exc)) from exc
+    tag = (hardware_tag or "").lower()
+    for name in sorted(PROFILES, key=len, reverse=True):
+        if name in tag:
+            return get_profile(name), ""
+    return get_profile(DEFAULT_PROFILE), (
+        f"no hardware profile matches run hardware {hardware_tag or 'unknown'}: replayed on "
+        f"{DEFAULT_PROFILE} (pass --hardware)"
+    )
+
+
+def triage(
+    store: Path,
+    failing: str,
+    comparator: str | None = None,
+    *,
+    hardware: str | None = None,
+    suspect: str | None = None,
+    fixed: str | None = None,
+    progress: Progress | None = None,
+) -> TriageResult:
+    """Pair, gather evidence, replay and localize; pure: reads the store, writes nothing."""
+
+    def step(msg: str, frac: float) -> None:
+        if progress:
+            progress(msg, frac)
+
+    for rid in (failing, comparator, fixed):
+        if rid is not None:
+            check_run_id(rid)
+    con = db.connect(store)
+    # One duckdb thread per Python thread: triage runs its evidence queries and its run loading
+    # side by side (2 cores), and single-threaded scans return ops already in event order.
+    con.execute("SET threads = 1")
+    try:
+        return _triage(store, con, failing, comparator, hardware, suspect, fixed, step)
+    finally:
+        con.close()
+
+
+def _triage(
+    store: Path,
+    con: duckdb.DuckDBPyConnection,
+    failing: str,
+    comparator: str | None,
+    hardware: str | None,
+    suspect: str | None,
+    fixed: str | None,
+    step: Progress,
+) -> TriageResult:
+    if not run_exists(con, failing):
+        raise WorkbenchError(repr(failing), "failing run is not in the store")
+    step("pairing", 0.0)
+    reasons: list[str] = []
+    if comparator is None:
+        best = pairing.pick_comparator(con, failing, suspect=suspect)
+        comparator, reasons = best.run_id, [f"picked as rank {best.rank}", *best.reasons]
+    elif not run_exists(con, comparator):
+        raise WorkbenchError(repr(comparator), "comparator run is not in the store")
+    if comparator == failing:
+        raise WorkbenchError(repr(comparator), "comparator is the failing run itself")
+    for role, rid in (("failing", failing), ("comparator", comparator)):
+        if run_presence(con, rid)[1] < MIN_TRIAGE_REQUESTS:
+            raise WorkbenchError(
+                repr(rid), f"{role} run has fewer than {MIN_TRIAGE_REQUESTS} requests to compare"
+            )
+    warnings = pairing.pair_warnings(con, failing, comparator, suspect=suspect, fixed=fixed)
+    row = read_run_row(store, failing) or {}
+    hw_tag = row.get("hardware")
+    hw, hw_warning = profile_for(hw_tag if isinstance(hw_tag, str) else None, hardware)
+    if hw_warning:
+        warnings.append(hw_warning)
+
+    step("warm-up", 0.1)
+    warm_f, warm_c = warmup_of(con, failing), warmup_of(con, comparator)
+
+    step("evidence and loading runs", 0.15)
+    # The evidence (duckdb + bootstrap) runs on a second cursor while this thread loads the
+    # runs and replays them: both spend most of their time outside the GIL.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(_evidence, con.cursor(), failing, comparator, warm_f, warm_c)
+        # Steady state only: warm-up requests are not a regression (and not loaded at all).
+        steady_f = load_run_arrays(con, failing, skip_requests=warm_f.affected_requests)
+        steady_c = load_run_arrays(con, comparator, skip_requests=warm_c.affected_requests)
+        step("replay and localization", 0.45)
+        n_req = max(steady_f.requests.size, steady_c.requests.size)
+        loc = localize(steady_f, steady_c, hw, n_boot=evidence.n_boot_for(n_req))
+        tables, stages, with_warmup, drift = future.result()
+
+    share_by_stage = {
+        s: {k: float(v) for k, v in d.items()} for s, d in loc.explained_share.items()
+    }
+    origin_share = share_by_stage.get(loc.origin_stage or "", {}).get("p99", math.nan)
+    share_method = "plan swap of the origin stage"
+
+    step("primary metric", 0.75)
+    # The failing run's plan is the one on trial (and the metric costs seconds on 10M ops).
+    pm_rows = _metric_rows("failing", steady_f, warm_f, hw)
+
+    step("retuning", 0.85)
+    buckets = db.query(
+        con,
+        "shape_buckets",
+        {"run_id": failing, "compiled_shapes": sorted(steady_f.compiled_shapes)},
+    )
+    tables["shape_buckets"] = EvidenceTable(
+        "shape_buckets",
+        {"run_id": failing, "compiled_shapes": sorted(steady_f.compiled_shapes)},
+        buckets,
+    )
+    actions = retuning.propose(steady_f, warm_f, buckets.to_pylist(), hw)
+
+    latency = stages[0]
+    recompiles = _recompile_summary(steady_f, warm_f, latency)
+    if loc.mechanism == "recompile" and not origin_share > 0:
+        # No plan swap could be made (e.g. ops without cores): the recompile counterfactual
+        # is the model's measure of what the mechanism explains.
+        origin_share = float(recompiles["share_of_p99_gap"])
+        share_method = "queue re-run without the steady-state recompiles"
+    drivers = tables["tail_drivers"].rows()
+    claims = _claims(
+        failing, comparator, latency, with_warmup, loc, tables, warm_f, recompiles, drift, hw
+    )
+    step("done", 1.0)
+    return TriageResult(
+        failing=failing,
+        comparator=comparator,
+        comparator_reasons=reasons,
+        hardware=hw.name,
+        warnings=warnings,
+        stages=stages,
+        latency_with_warmup=with_warmup,
+        origin_stage=loc.origin_stage,
+        manifest_stage=loc.manifest_stage,
+        mechanism=loc.mechanism,
+        secondary_mechanism=loc.secondary_mechanism,
+        confidence=float(loc.confidence),
+        explained_share=origin_share,
+        explained_share_method=share_method,
+        explained_share_by_stage=share_by_stage,
+        p95_gap=latency.diff["p95"],
+        p99_gap=latency.diff["p99"],
+        triggered=bool(loc.triggered),
+        claims=claims,
+        primary_metric=pm_rows,
+        retuning=actions,
+        warmup={
+            "failing": _warm_json(warm_f),
+            "comparator": _warm_json(warm_c),
+            "excluded_requests": len(warm_f.affected_requests) + len(warm_c.affected_requests),
+        },
+        recompiles=recompiles,
+        drift_psi=drift.psi,
+        tail_drivers=drivers,
+        evidence=tables,
+    )
+
+
+def _evidence(
+    con: duckdb.DuckDBPyConnection, failing: str, comparator: str, warm_f: Warmup, warm_c: Warmup
+) -> tuple[dict[str, EvidenceTable], list[StageRow], StageRow, evidence.ShapeDrift]:
+    """The evidence tables, stage rows (steady and end-to-end with warm-up) and shape drift."""
+    try:
+        skip_f, skip_c = warm_f.affected_requests, warm_c.affected_requests
+        tables = evidence.pair_tables(
+            con,
+            failing,
+            comparator,
+            names=evidence.TRIAGE_QUERIES,
+            skip_failing=skip_f,
+            skip_comparator=skip_c,
+        )
+        samples = evidence.stage_samples(con, failing, comparator)
+        tables["stage_samples"] = samples
+        stages = evidence.stage_rows(samples.table, skip_failing=skip_f, skip_comparator=skip_c)
+        with_warmup = evidence.stage_rows(samples.table, stages=("latency",))[0]
+        return tables, stages, with_warmup, evidence.shape_drift(con, failing, comparator)
+    finally:
+        con.close()
+
+
+def _metric_rows(
+    role: str, run: RunArrays, warm: Warmup, hw: HardwareProfile
+) -> list[dict[str, Any]]:
+    """The primary metric of one run, one flat row per shape bucket (seen / drifted)."""
+    # The compile log's steady recompiles price a new shape; without them primary_metric uses
+    # the run's own recompile events, or reports the gain gross.
+    cost = float(np.median([c.duration_us for c in warm.steady])) if warm.steady else None
+    pm = primary_metric(run, hw, compile_us=cost)
+    rows = []
+    for b in pm.buckets.values():
+        static99 = b.static_us.get("p99", math.nan)
+        gain99 = b.gain_us.get("p99", math.nan)
+        rows.append(
+            {
+                "role": role,
+                "run_id": run.run_id,
+                "bucket": b.bucket,
+                "n_requests": b.n_requests,
+                "n_ops": b.n_ops,
+                "estimate_share": b.estimate_share,
+                "mape": b.mape_pct,
+                "spearman": b.spearman,
+                "regret_pct": b.regret_pct,
+                "fallback_share": b.fallback_share,
+                "fallback_regret_pct": b.fallback_regret_pct,
+                "observed_plan": b.observed_plan,
+                **{f"static_{k}_us": v for k, v in b.static_us.items()},
+                **{f"adapted_{k}_us": v for k, v in b.adapted_us.items()},
+                **{f"gain_{k}_us": v for k, v in b.gain_us.items()},
+                "gain_p99": gain99 / static99 * 100 if static99 > 0 else math.nan,
+                "recompile_us": b.recompile_us,
+                "net_of_compile": b.net_of_compile,
+                "compile_us": pm.compile_us,
+            }
+        )
+    return rows
+
+
+def _warm_json(w: Warmup) -> dict[str, Any]:
+    return {
+        "warmup_compiles": len(w.warmup),
+        "warmup_compile_us": w.warmup_us,
+        "steady_recompiles": len(w.steady),
+        "steady_recompile_us": w.steady_us,
+        "affected_requests": len(w.affected_requests),
+    }
+
+
+def _recompile_summary(run: RunArrays, warm: Warmup, latency: StageRow) -> dict[str, Any]:
+    """Steady-state recompiles, their reasons, and the share of the tail gap they explain:
+    the model's queue re-run on the failing run without their time."""
+    cf = retuning.Counterfactual.of(run, warm)
+    saved = retuning.compile_time_per_request(run, warm.steady)
+    g95, g99 = cf.gain(saved) if warm.steady else (0.0, 0.0)
+    gap95, gap99 = latency.diff["p95"].value, latency.diff["p99"].value
+    return {
+        "count": len(warm.steady),
+        "total_us": warm.steady_us,
+        "reasons": warm.reasons(),
+        "p95_gain_us": g95,
+        "p99_gain_us": g99,
+        "share_of_p95_gap": g95 / gap95 if gap95 > 0 else math.nan,
+        "share_of_p99_gap": g99 / gap99 if gap99 > 0 else math.nan,
+    }
+
+
+def _claims(
+    failing: str,
+    comparator: str,
+    latency: StageRow,
+    with_warmup: StageRow,
+    loc: Localization,
+    tables: dict[str, EvidenceTable],
+    warm: Warmup,
+    recompiles: dict[str, Any],
+    drift: evidence.ShapeDrift,
+    hw: HardwareProfile,
+) -> list[Claim]:
+    sq = tables["stage_quantiles"]
+    d99, d95 = latency.diff["p99"], latency.diff["p95"]
+    claims = [
+        Claim(
+            text=(
+                f"steady-state p99 latency {latency.failing['p99'].value / 1e3:.2f} ms vs "
+                f"{latency.comparator['p99'].value / 1e3:.2f} ms: +{d99.value / 1e3:.2f} ms "
+                f"(95% CI {d99.lo / 1e3:.2f}..{d99.hi / 1e3:.2f}), n={latency.n_failing}/"
+                f"{latency.n_comparator}"
+            ),
+            query=sq.query,
+            parameters=sq.parameters,
+            numbers={
+                "failing_p95_us": latency.failing["p95"].value,
+                "comparator_p95_us": latency.comparator["p95"].value,
+                "failing_p99_us": latency.failing["p99"].value,
+                "comparator_p99_us": latency.comparator["p99"].value,
+                "p95_gap_us": d95.value,
+                "p95_gap_ci": [d95.lo, d95.hi],
+                "p99_gap_us": d99.value,
+                "p99_gap_ci": [d99.lo, d99.hi],
+                "n_failing": latency.n_failing,
+                "n_comparator": latency.n_comparator,
+                "p99_gap_with_warmup_us": with_warmup.diff["p99"].value,
+            },
+        )
+    ]
+    params = {"failing": failing, "comparator": comparator, "hardware": hw.name}
+    # The model's own claims: their artifact is the replay of this pair on this profile.
+    for c in loc.claims:
+        claims.append(
+            Claim(
+                text=c.text, query=f"replay:{c.method}", parameters=params, numbers=dict(c.numbers)
+            )
+        )
+    if recompiles["count"]:
+        top = recompiles["reasons"][0]
+        claims.append(
+            Claim(
+                text=(
+                    f"{recompiles['count']} steady-state recompiles in {failing} "
+                    f"({recompiles['total_us'] / 1e3:.1f} ms; warm-up excluded), top reason: "
+                    f"{top['reason']} (x{top['n']}); removing them closes "
+                    f"{_pct(recompiles['share_of_p95_gap'])} of the p95 and "
+                    f"{_pct(recompiles['share_of_p99_gap'])} of the p99 gap"
+                ),
+                query="compile_phases",
+                parameters=tables["compile_phases"].parameters,
+                numbers={
+                    "recompiles": recompiles["count"],
+                    "recompile_us": recompiles["total_us"],
+                    "warmup_compiles": len(warm.warmup),
+                    "share_of_p95_gap": recompiles["share_of_p95_gap"],
+                    "share_of_p99_gap": recompiles["share_of_p99_gap"],
+                    "reasons": {r["reason"]: r["n"] for r in recompiles["reasons"]},
+                },
+            )
+        )
+    td = tables["tail_drivers"]
+    rows = td.rows()
+    if rows:
+        top_driver = rows[0]
+        claims.append(
+            Claim(
+                text=(
+                    f"largest direct tail driver: {top_driver['driver']} "
+                    f"(+{(top_driver['delta_us'] or 0) / 1e3:.2f} ms per tail request, "
+                    f"{_pct(top_driver['share'])} of the p99 gap; "
+                    f"n={top_driver['n_failing_tail']}/{top_driver['n_comparator_tail']} "
+                    f"tail requests)"
+                ),
+                query=td.query,
+                parameters=td.parameters,
+                numbers={r["driver"]: r["share"] for r in rows},
+            )
+        )
+    fr = tables["fallback_recompile_rates"]
+    rates = {r["role"]: r for r in fr.rows()}
+    f_r, c_r = rates.get("failing"), rates.get("comparator")
+    if f_r and c_r and (f_r["fallback_ops"] or c_r["fallback_ops"]):
+        wf = stats.wilson_interval(int(f_r["fallback_ops"]), int(f_r["n_ops"]))
+        wc = stats.wilson_interval(int(c_r["fallback_ops"]), int(c_r["n_ops"]))
+        claims.append(
+            Claim(
+                text=(
+                    f"mapping fallback on {wf[0]:.2%} of ops (95% CI {wf[1]:.2%}..{wf[2]:.2%}, "
+                    f"n={f_r['n_ops']}) vs {wc[0]:.2%} ({wc[1]:.2%}..{wc[2]:.2%}, "
+                    f"n={c_r['n_ops']})"
+                ),
+                query=fr.query,
+                parameters=fr.parameters,
+                numbers={
+                    "failing_fallback_rate": wf[0],
+                    "failing_ci": [wf[1], wf[2]],
+                    "comparator_fallback_rate": wc[0],
+                    "comparator_ci": [wc[1], wc[2]],
+                    "failing_fallback_ops": f_r["fallback_ops"],
+                    "comparator_fallback_ops": c_r["fallback_ops"],
+                },
+            )
+        )
+    sd = tables["shape_drift"]
+    claims.append(
+        Claim(
+            text=f"shape mix drift between runs: PSI {drift.psi:.3f} over "
+            f"{len(drift.buckets)} shape buckets",
+            query=sd.query,
+            parameters=sd.parameters,
+            numbers={"psi": drift.psi, "buckets": len(drift.buckets)},
+        )
+    )
+    return claims
+
+
+def _pct(x: Any) -> str:
+    return "n/a" if x is None or not math.isfinite(float(x)) else f"{float(x):.0%}"
