@@ -2,7 +2,8 @@
 --          ranking needs: same model / workload, request count, tail, and time apart.
 -- parameters: $failing (run id)
 -- columns: run_id, label, model, workload, same_model, same_workload, n_requests, p99_us,
---          seconds_apart, imported_at
+--          seconds_apart, seconds_after (signed: > 0 when the run was imported after the
+--          failing run), imported_at
 WITH f AS (
     SELECT * FROM runs WHERE run_id = $failing
 ),
@@ -21,6 +22,7 @@ SELECT
     coalesce(req.n_requests, 0) AS n_requests,
     req.p99_us,
     abs(epoch(r.imported_at) - epoch(f.imported_at)) AS seconds_apart,
+    epoch(r.imported_at) - epoch(f.imported_at) AS seconds_after,
     r.imported_at
 FROM runs r
 CROSS JOIN f

@@ -43,8 +43,12 @@ def test_suspect_tag_may_differ(tmp_path: Path) -> None:
         tmp_path, RunSpec("same", seed=3, start_offset_s=-36000, meta={"compiler_version": "2.6.0"})
     )
     c = db.connect(tmp_path)
+    # without a suspect, the run that differs only in the compiler isolates that change
     plain = pairing.rank_comparators(c, "fail")
-    assert plain[0].run_id == "same" and not plain[1].eligible
+    assert [r.run_id for r in plain] == ["base", "same"]
+    assert plain[0].eligible and any("isolates that change" in r for r in plain[0].reasons)
+    assert [m.key for m in plain[0].mismatches] == ["compiler_version"]
+    assert any("a reproduction" in r for r in plain[1].reasons)
     suspected = pairing.rank_comparators(c, "fail", suspect="compiler_version")
     assert suspected[0].run_id == "base" and suspected[0].eligible
     assert any("isolates the suspect" in r for r in suspected[0].reasons)
@@ -61,6 +65,17 @@ def test_sample_store_pairing_with_the_compiler_under_suspicion() -> None:
     assert ranked[-1].run_id == "fixed-metadata"
     synthetic = next(r for r in ranked if r.run_id == "candidate-synthetic")
     assert any("traffic production-mirror -> synthetic-load" in r for r in synthetic.reasons)
+    # the headline command names no suspect: the compiler-only difference still wins, and the
+    # baseline from before the failing run ranks before the fix candidate from after it
+    inferred = pairing.rank_comparators(c, "failing")
+    assert [r.run_id for r in inferred] == [
+        "comparator",
+        "candidate-rollback",
+        "candidate-synthetic",  # also after, and its traffic tag differs
+        "fixed-metadata",  # the failing configuration again: a reproduction
+    ]
+    assert any("before the failing run" in r for r in inferred[0].reasons)
+    assert any("after the failing run" in r for r in inferred[1].reasons)
     plain = pairing.pair_warnings(c, "failing", "comparator")
     assert plain[0] == "locked tag compiler_version differs: failing 2.5.0, comparator 2.4.0"
     assert pairing.pair_warnings(c, "failing", "comparator", suspect="compiler_version") == []

@@ -170,7 +170,8 @@ def test_candidates_and_lens_commands(capsys: pytest.CaptureFixture[str]) -> Non
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:2] == ["1", "comparator"] and "isolates the suspect" in lines[0]
     ranked = _json(capsys, [*base, "--failing", "failing", "--candidates", "--json"])
-    assert ranked[0]["run_id"] == "fixed-metadata" and ranked[0]["eligible"]
+    assert ranked[0]["run_id"] == "comparator" and ranked[0]["eligible"]
+    assert ranked[-1]["run_id"] == "fixed-metadata"
     lens = _json(
         capsys, [*base, "--failing", "comparator", "--lens", "failing,candidate-rollback", "--json"]
     )

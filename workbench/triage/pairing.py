@@ -22,6 +22,12 @@ LOCKED_TAGS: Final[tuple[str, ...]] = (
     "compiler_version",
     "thermal_state",
 )
+# Software under change, by family: a candidate that differs from the failing run in one family
+# only isolates that change, so without --suspect it is the family taken as the suspect.
+SUSPECT_FAMILIES: Final[tuple[frozenset[str], ...]] = (
+    frozenset({"compiler", "compiler_version"}),
+    frozenset({"runtime", "runtime_version"}),
+)
 MIN_REQUESTS: Final[int] = 50  # below this a p99 rests on fewer than one request in the tail
 CLOSE_SECONDS: Final[float] = 7 * 86400.0  # runs a week apart see different fleet conditions
 
@@ -87,10 +93,12 @@ def rank_comparators(
     """Candidates best first, each with the reasons for its place.
 
     Eligible: same model and workload, locked tags equal except the suspect, enough requests.
-    Then: a run whose suspect tag differs (it isolates the suspect) before one that repeats the
-    failing value (a reproduction, not a comparison); fewer differing free-form tags; closer in
-    time; more requests. With `fixed` (the pinned fixed-metadata run), tags are checked against
-    that run.
+    Without a suspect, a run whose locked differences all lie in one software family (compiler
+    or runtime) isolates that change and stays eligible. Then: a run that isolates the suspect
+    before one that repeats the failing configuration (a reproduction, not a comparison); a run
+    from before the failing one (a baseline precedes the change) before one from after (a fix
+    candidate); fewer differing free-form tags; closer in time; more requests. With `fixed`
+    (the pinned fixed-metadata run), tags are checked against that run.
     """
     _require(con, failing, "failing")
     if fixed is not None:
@@ -104,15 +112,17 @@ def rank_comparators(
         params = {"failing": reference, "others": others, "locked": locked}
         for d in db.query(con, "tag_diff", params).to_pylist():
             diffs[d["run_id"]].append(d)
-    scored: list[tuple[tuple[int, int, int, int, float, int], Candidate]] = []
+    scored: list[tuple[tuple[int, int, int, int, int, float, int], Candidate]] = []
     for row in rows:
         rid = row["run_id"]
         tags = diffs.get(rid, [])
-        bad = [
+        mismatches = [
             TagMismatch(d["key"], d["failing_value"], d["other_value"])
             for d in tags
             if d["locked"] and d["differs"]
         ]
+        inferred = _isolated_family(mismatches) if suspect is None else None
+        bad = [] if inferred else mismatches
         soft = [d for d in tags if d["differs"] and d["key"].startswith("tag:")]
         sus = next((d for d in tags if suspect and d["key"] == suspect), None)
         reasons: list[str] = []
@@ -133,12 +143,27 @@ def rank_comparators(
         if n < min_requests:
             eligible = False
             reasons.append(f"only {n} requests (< {min_requests})")
-        repeats_suspect = bool(suspect) and (sus is None or not sus["differs"])
+        if suspect is None:
+            repeats_suspect = not inferred and not any(
+                d["differs"] and d["key"] in _SUSPECTABLE for d in tags
+            )
+        else:
+            repeats_suspect = sus is None or not sus["differs"]
+        if inferred:
+            reasons.append(
+                "differs only in "
+                + ", ".join(f"{m.key} {m.failing_value} -> {m.other_value}" for m in inferred)
+                + ": isolates that change (name it with --suspect)"
+            )
+        elif suspect is None and repeats_suspect:
+            reasons.append(
+                "same configuration as the failing run: a reproduction, not a comparison"
+            )
         if suspect and sus is not None and sus["differs"]:
             reasons.append(
                 f"{suspect} {sus['other_value']} vs {sus['failing_value']}: isolates the suspect"
             )
-        elif repeats_suspect:
+        elif suspect and repeats_suspect:
             reasons.append(f"same {suspect} as the failing run: a reproduction, not a comparison")
         if soft:
             reasons.append(
@@ -149,20 +174,25 @@ def rank_comparators(
             )
         apart = row["seconds_apart"]
         apart_f = float(apart) if apart is not None else None
+        after = row["seconds_after"] is not None and float(row["seconds_after"]) > 0
         if apart_f is not None and apart_f > CLOSE_SECONDS:
             reasons.append(f"{apart_f / 86400:.0f} days apart")
         if eligible:
-            reasons.insert(0, "same model and workload, locked tags equal")
-            reasons.append(f"{n} requests, {_fmt_apart(apart_f)} from the failing run")
+            reasons.insert(
+                0, f"same model and workload, {'other ' if inferred else ''}locked tags equal"
+            )
+            when = "after" if after else "before"
+            reasons.append(f"{n} requests, {_fmt_apart(apart_f)} {when} the failing run")
         key = (
             0 if eligible else 1,
             1 if repeats_suspect else 0,
+            1 if after else 0,
             len(bad) + (0 if row["same_model"] else 10) + (0 if row["same_workload"] else 10),
             len(soft),
             apart_f if apart_f is not None else float("inf"),
             -n,
         )
-        scored.append((key, Candidate(rid, 0, eligible, n, apart_f, bad, reasons)))
+        scored.append((key, Candidate(rid, 0, eligible, n, apart_f, mismatches, reasons)))
     scored.sort(key=lambda kc: (kc[0], kc[1].run_id))
     return [
         Candidate(
@@ -170,6 +200,17 @@ def rank_comparators(
         )
         for i, (_, c) in enumerate(scored)
     ]
+
+
+_SUSPECTABLE: Final[frozenset[str]] = frozenset().union(*SUSPECT_FAMILIES)
+
+
+def _isolated_family(mismatches: list[TagMismatch]) -> list[TagMismatch]:
+    """The mismatches when they all lie in one software family, else an empty list."""
+    keys = {m.key for m in mismatches}
+    if keys and any(keys <= family for family in SUSPECT_FAMILIES):
+        return mismatches
+    return []
 
 
 def _fmt_apart(seconds: float | None) -> str:
