@@ -208,6 +208,7 @@ def write_sample_store(out: Path) -> list[str]:
             layout.commit_run(tmp, tables, source=f"sample run {tables.run_id}")
             ids.append(tables.run_id)
         (tmp / "README.md").write_text(sample_readme(), encoding="utf-8")
+        (tmp / "roster.toml").write_text(SAMPLE_ROSTER, encoding="utf-8")
         if out.exists():
             out.rmdir()
         os.rename(tmp, out)
@@ -216,6 +217,28 @@ def write_sample_store(out: Path) -> list[str]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return ids
+
+
+# The sample team, so that owners can be assigned on the sample incident without setup; the
+# format is workbench/triage/roster.default.toml's (STORE/roster.toml is read by `assign`).
+SAMPLE_ROSTER = """# Owner roster of the sample store: role -> people, first proposed first.
+
+[roles."compiler lead"]
+artifact = "design rationale and trade-offs"
+people = ["ana.compiler", "li.codegen"]
+
+[roles."runtime lead"]
+artifact = "profile traces and bottleneck map"
+people = ["raj.runtime", "mo.kernels"]
+
+[roles."observability engineer"]
+artifact = "test report and closure memo"
+people = ["eve.observability"]
+
+[roles."model serving architect"]
+artifact = "SLA and batch policy impact"
+people = ["sam.serving"]
+"""
 
 
 def sample_readme() -> str:
@@ -250,6 +273,8 @@ Nothing inside the runs names the cause: the compiler version differs between `f
 `candidate-rollback` should pass validation on production-like shapes; `candidate-synthetic`
 is the same fix measured on short prompts production never sent (`traffic=synthetic-load`),
 so a validation gate has something to refuse.
+
+`roster.toml` names a fictional team, so that owners can be assigned without setup.
 
 ## Regenerate
 
