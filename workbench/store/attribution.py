@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from accel.stages import STAGES
 from workbench.store.nesting import top_level
@@ -140,6 +142,87 @@ def _contain(start: F64, end: F64, t: F64, ids: I64) -> I64:
     # A zero-length request still owns the events that start exactly at its instant.
     ok = (pos >= 0) & ((t < end[pc]) | ((t == start[pc]) & (end[pc] == start[pc])))
     return np.where(ok, ids[pc], -1)
+
+
+# Input Dims whose first argument is a tensor with at least one dimension ("[[4,32,64],[],...]").
+_SHAPED = r"^\[\[\d"
+# The leading tensor arguments of an Input Dims text, up to its first non-tensor argument.
+_LEADING_TENSORS = re.compile(r"^\[(\[\d+(?:,\d+)*\](?:,\[\d+(?:,\d+)*\])*)")
+
+
+def shape_keys(
+    req: Requests,
+    request_of: I64,
+    ts: F64,
+    shape: pa.Array | pa.ChunkedArray,
+    usable: B1 | None = None,
+    thread: I64 | None = None,
+    region: B1 | None = None,
+) -> list[str | None]:
+    """Each request's input shape: the leading tensor dims of its first eager operator, else of
+    the last operator on its thread between the previous request and it (the input being made).
+
+    `usable` drops compilation and compiled-code events (fake tensors, flattened [B*T, D] views);
+    with `region` (compiled-region spans) an operator counts only if it starts before the
+    request's first region, so that output handling after compiled code is not taken for input.
+    Both sources yield the same key for the same input, whichever path (compiled, recompiling,
+    eager fallback) served it.
+    """
+    n = len(ts)
+    keys: list[str | None] = [None] * req.n
+    if req.n == 0 or n == 0:
+        return keys
+    shaped = np.asarray(
+        pc.fill_null(pc.match_substring_regex(shape, _SHAPED), False).to_numpy(
+            zero_copy_only=False
+        ),
+        dtype=np.bool_,
+    )
+    if usable is not None:
+        shaped &= usable
+    inside = np.flatnonzero(shaped & (request_of >= 0))
+    if region is not None and inside.size:
+        reg = np.flatnonzero(region & (request_of >= 0))
+        first_region = np.full(req.n, np.inf)
+        np.minimum.at(first_region, request_of[reg], ts[reg])
+        inside = inside[ts[inside] < first_region[request_of[inside]]]
+    pick = np.full(req.n, -1, dtype=np.int64)
+    if inside.size:
+        order = inside[np.lexsort((ts[inside], request_of[inside]))]
+        r = request_of[order]
+        head = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+        pick[r[head]] = order[head]
+    if thread is not None and req.unit != "run" and (pick < 0).any():
+        before = _made_before(req, ts, thread, np.flatnonzero(shaped & (request_of < 0)))
+        pick = np.where(pick >= 0, pick, before)
+    chosen = np.flatnonzero(pick >= 0)
+    texts = pc.take(shape, pa.array(pick[chosen])).to_pylist() if chosen.size else []
+    for i, text in zip(chosen.tolist(), texts, strict=True):
+        m = _LEADING_TENSORS.match(text or "")
+        keys[i] = f"[{m.group(1)}]" if m else None
+    return keys
+
+
+def _made_before(req: Requests, ts: F64, thread: I64, cand: I64) -> I64:
+    """Per request, the last of cand on its thread after the previous request ended, or -1."""
+    out = np.full(req.n, -1, dtype=np.int64)
+    for th in np.unique(req.thread).tolist():
+        r_idx = np.flatnonzero(req.thread == th)
+        c = cand[thread[cand] == th]
+        if c.size == 0:
+            continue
+        nxt = np.searchsorted(req.start[r_idx], ts[c], side="right")
+        ok = nxt < r_idx.size
+        prev = np.maximum(nxt - 1, 0)
+        ok &= (nxt == 0) | (ts[c] >= req.end[r_idx[prev]])
+        c, nxt = c[ok], nxt[ok]
+        if c.size == 0:
+            continue
+        order = np.lexsort((ts[c], nxt))
+        c, nxt = c[order], nxt[order]
+        tail = np.flatnonzero(np.r_[nxt[1:] != nxt[:-1], True])
+        out[r_idx[nxt[tail]]] = c[tail]
+    return out
 
 
 def exclusive_times(

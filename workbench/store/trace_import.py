@@ -13,7 +13,13 @@ import pyarrow.compute as pc
 
 from accel.stages import OTHER, STAGES
 from workbench.store import schema
-from workbench.store.attribution import Requests, assign, exclusive_times, find_requests
+from workbench.store.attribution import (
+    Requests,
+    assign,
+    exclusive_times,
+    find_requests,
+    shape_keys,
+)
 from workbench.store.chrome_trace import TraceColumns
 from workbench.store.kineto import (
     DEVICE_CATEGORIES,
@@ -23,7 +29,7 @@ from workbench.store.kineto import (
     launch_links,
 )
 from workbench.store.nesting import enclosing
-from workbench.store.rules import Rules, distinct_pairs, stage_codes
+from workbench.store.rules import Rules, distinct_pairs, pair_mask, stage_codes
 from workbench.store.torch_compile import mark_compiles, mark_fallback
 
 I64 = npt.NDArray[np.int64]
@@ -127,7 +133,15 @@ def attribute(
         },
         schema=schema.EVENTS_FILE,
     )
-    requests = request_rows(req, excl, _names(req, cols), ids, t0, request_of, ts, args.shape)
+    # Compilations (fake tensors) and compiled code (flattened views) do not show the input.
+    usable = np.asarray(marks.compile_id.is_null().to_numpy(zero_copy_only=False), np.bool_)
+    compiled = ~np.asarray(pc.fill_null(fallback, True).to_numpy(zero_copy_only=False), np.bool_)
+    usable &= ~(compiled & (request_of >= 0))
+    region = spans & pair_mask(pairs, lambda _c, nm: bool(rules.compile_region.search(nm or "")))
+    keys = shape_keys(req, request_of, ts, args.shape, usable, cols.thread, region)
+    requests = request_rows(
+        req, excl, _names(req, cols), ids, t0, request_of, ts, args.shape, keys=keys
+    )
     return Attributed(
         events=events,
         requests=requests,
@@ -145,24 +159,6 @@ def _names(req: Requests, cols: TraceColumns) -> list[str]:
     return names
 
 
-def _shape_keys(
-    n_req: int, request_of: I64, ts: F64, shape: pa.Array | pa.ChunkedArray
-) -> list[str | None]:
-    """Input Dims of the first op with shapes in each request: what the request was fed."""
-    has = np.asarray(shape.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
-    sel = np.flatnonzero(has & (request_of >= 0))
-    keys: list[str | None] = [None] * n_req
-    if sel.size == 0:
-        return keys
-    order = sel[np.lexsort((ts[sel], request_of[sel]))]
-    r = request_of[order]
-    first = order[np.flatnonzero(np.r_[True, r[1:] != r[:-1]])]
-    values = shape.take(pa.array(first)).to_pylist()
-    for i, v in zip(request_of[first].tolist(), values, strict=True):
-        keys[i] = v
-    return keys
-
-
 def request_rows(
     req: Requests,
     excl: F64,
@@ -172,8 +168,15 @@ def request_rows(
     request_of: I64,
     ts: F64,
     shape: pa.Array | pa.ChunkedArray,
+    keys: list[str | None] | None = None,
 ) -> pa.Table:
-    """The requests table (REQUESTS_FILE) from windows and exclusive stage times."""
+    """The requests table (REQUESTS_FILE) from windows and exclusive stage times.
+
+    `keys` are the shape keys when the caller knows compile spans and threads; else each request
+    is keyed by its first operator with tensor dims (attribution.shape_keys).
+    """
+    if keys is None:
+        keys = shape_keys(req, request_of, ts, shape)
     start = req.start - t0
     end = req.end - t0
     latency = req.end - req.start
@@ -188,7 +191,7 @@ def request_rows(
         "start_us": pa.array(start),
         "end_us": pa.array(end),
         "latency_us": pa.array(latency),
-        "shape_key": pa.array(_shape_keys(req.n, request_of, ts, shape), pa.string()),
+        "shape_key": pa.array(keys, pa.string()),
     }
     for k, s in enumerate(STAGES):
         cols_out[f"{s}_us"] = pa.array(excl[:, k])
