@@ -1,0 +1,59 @@
+"""The first screen must not wait for the data stack: heavy imports live inside workers."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TUI = Path(__file__).resolve().parents[1] / "workbench" / "tui"
+HEAVY = ("duckdb", "polars", "pyarrow", "numpy")
+# Modules that import the data stack themselves (store and triage layers).
+HEAVY_OURS = ("workbench.store", "workbench.triage", "accel")
+
+
+def _top_level_imports(path: Path) -> list[str]:
+    """Imports executed when the module is imported (not inside functions or TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[str] = []
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found.extend(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.append(node.module)
+            elif isinstance(node, ast.If):
+                test = node.test
+                if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+                    continue
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+
+    visit(tree.body)
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(TUI.glob("*.py")), ids=lambda p: p.name)
+def test_no_data_stack_at_module_level(path: Path) -> None:
+    heavy = [
+        m for m in _top_level_imports(path) if m.split(".")[0] in HEAVY or m.startswith(HEAVY_OURS)
+    ]
+    assert not heavy, f"{path.name} imports {heavy} at module level; import it inside a worker"
+
+
+def test_opening_the_app_loads_no_data_stack() -> None:
+    code = (
+        "import sys\n"
+        "import workbench.cli.main, workbench.tui.launch, workbench.tui.app\n"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == "", f"importing the app loaded {out}"

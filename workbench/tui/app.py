@@ -1,0 +1,530 @@
+"""The Incident Workbench app: store, incident state, navigation, keys, errors."""
+
+from __future__ import annotations
+
+import getpass
+import importlib
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.reactive import reactive
+
+from workbench.tui.error_modal import ErrorModal, one_line
+from workbench.tui.help_screen import HelpScreen
+from workbench.tui.incident_header import STEPS, IncidentLine
+from workbench.tui.keymap import BindingInfo, apply_overrides, catalogue
+from workbench.tui.palette import WorkbenchCommands
+from workbench.tui.runs_screen import RunsScreen
+from workbench.tui.step_screen import StepScreen
+
+if TYPE_CHECKING:
+    from workbench.store.runs import RunSummary
+    from workbench.triage.incident import Incident, RollbackCriterion
+    from workbench.triage.owners import Roster
+
+IncidentChange = Callable[[Path, "Incident | None", str], "Incident"]
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        return datetime.now(UTC)
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+# mode -> (module in workbench.tui, screen class)
+SCREENS: dict[str, tuple[str, str]] = {
+    "runs": ("runs_screen", "RunsScreen"),
+    "pair": ("pair_screen", "PairScreen"),
+    "evidence": ("evidence_screen", "EvidenceScreen"),
+    "localize": ("localize_screen", "LocalizeScreen"),
+    "owners": ("owners_screen", "OwnersScreen"),
+    "validate": ("validate_screen", "ValidateScreen"),
+    "close": ("close_screen", "CloseScreen"),
+}
+
+
+def screen_class(mode: str) -> type[StepScreen]:
+    """The screen class of a step, imported on first use."""
+    module, name = SCREENS[mode]
+    cls: type[StepScreen] = getattr(importlib.import_module(f"workbench.tui.{module}"), name)
+    return cls
+
+
+def _new_screen(mode: str) -> StepScreen:
+    return screen_class(mode)()
+
+
+class WorkbenchApp(App[int]):
+    """Runs -> Pair -> Evidence -> Localize -> Owners -> Validate -> Close, one incident at a time."""
+
+    # Absolute, so subclasses in other folders (bench/startup.py) find it.
+    CSS_PATH = Path(__file__).with_name("app.tcss")
+    TITLE = "Incident Workbench"
+    # The first screen is imported with the app; the others when first shown (their widgets
+    # cost import time that the first screen should not wait for).
+    MODES: ClassVar[dict[str, Any]] = {
+        mode: RunsScreen if mode == "runs" else partial(_new_screen, mode) for mode in SCREENS
+    }
+    DEFAULT_MODE = "runs"
+    COMMANDS = App.COMMANDS | {WorkbenchCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q,ctrl+q", "quit", "Quit", id="app.quit"),
+        Binding("question_mark,f1", "help", "Help", id="app.help"),
+        Binding("ctrl+p", "command_palette", "Palette", id="app.palette", show=False),
+        *(
+            Binding(key, f"goto('{mode}')", f"Go to {title}", id=f"app.goto_{mode}", show=False)
+            for mode, key, title in STEPS
+        ),
+    ]
+
+    incident_rev: reactive[int] = reactive(0, init=False)
+
+    class IncidentSaved(Message):
+        """A worker saved (or loaded) the incident record."""
+
+        def __init__(
+            self, incident: Incident | None, goto: str | None = None, resumed: bool = False
+        ) -> None:
+            super().__init__()
+            self.incident = incident
+            self.goto = goto
+            self.resumed = resumed
+
+    def __init__(
+        self,
+        store: Path,
+        keymap: dict[str, str] | None = None,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        actor: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.user_keymap = dict(keymap or {})
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.actor = actor or _current_user()
+        self.runs: list[RunSummary] | None = None
+        self.incident: Incident | None = None
+        self.incident_loaded = False
+        # A failing run chosen while the incident still pairs another one; Pair re-pairs it.
+        self.pending_failing: str | None = None
+        self._save_lock = threading.Lock()
+        self._latest: Incident | None = None  # the last saved record, for the next change
+        self.triage_status = "idle"  # idle | running | failed
+        self.triage_progress = ""
+        self._triage_for: tuple[str, str] | None = None
+
+    # -- state shown everywhere -------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def incident_line(self) -> IncidentLine | None:
+        inc = self.incident
+        if inc is None:
+            return None
+        loc = inc.localization
+        return IncidentLine(
+            incident_id=inc.id,
+            status=inc.status,
+            failing=inc.failing,
+            comparator=inc.comparator,
+            origin=loc.origin if loc else None,
+            created=_parse_time(inc.created_at),
+            ended=_parse_time(inc.updated_at) if inc.status == "closed" else None,
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        if self.user_keymap:
+            self.set_keymap(self.user_keymap)
+        self.resume_incident()
+
+    @work(thread=True, exit_on_error=False, group="incident", description="Open the incident")
+    def resume_incident(self) -> None:
+        from workbench.triage.incident import list_incidents, load_incident
+
+        # The open incident updated last; else the last closed one (to export it again).
+        found = list_incidents(self.store)
+        open_ones = [s for s in found if s.status != "closed"] or found
+        inc = load_incident(self.store, open_ones[0].id) if open_ones else None
+        with self._save_lock:
+            self._latest = inc
+        self.post_message(self.IncidentSaved(inc, goto=_resume_step(inc), resumed=True))
+
+    @work(thread=True, exit_on_error=False, group="incident", description="Reload the incident")
+    def reload_incident(self) -> None:
+        from workbench.triage.incident import load_incident
+
+        with self._save_lock:
+            inc = self._latest
+            if inc is None:
+                return
+            self._latest = load_incident(self.store, inc.id)
+            fresh = self._latest
+        self.post_message(self.IncidentSaved(fresh))
+
+    def change_incident(
+        self, description: str, change: IncidentChange, goto: str | None = None
+    ) -> None:
+        """Apply `change` to the incident and save it at once, in a worker."""
+        if not self.incident_loaded:
+            self.notify("Still opening the incident; try again in a moment.", severity="warning")
+            return
+        # Not exclusive: a queued change must not cancel the one before it. The description is
+        # the error modal's title when the change is refused.
+        self.run_worker(
+            partial(self._apply_change, change, goto),
+            name="incident-change",
+            group="incident",
+            description=description,
+            thread=True,
+            exit_on_error=False,
+        )
+
+    def _apply_change(self, change: IncidentChange, goto: str | None) -> None:
+        # Saves are serialized: each change applies to the record the previous one saved.
+        with self._save_lock:
+            saved = change(self.store, self._latest, self.actor)
+            self._latest = saved
+        self.post_message(self.IncidentSaved(saved, goto=goto))
+
+    class TriageProgress(Message):
+        def __init__(self, step: str, fraction: float) -> None:
+            super().__init__()
+            self.step = step
+            self.fraction = fraction
+
+    def on_workbench_app_incident_saved(self, message: IncidentSaved) -> None:
+        self.incident = message.incident
+        self.incident_loaded = True
+        self.start_triage()
+        self.incident_rev += 1
+        # On resume, jump to where the work stands unless the user already moved on.
+        if message.goto and (not message.resumed or self.current_mode == self.DEFAULT_MODE):
+            # Navigation is an action, as if the user pressed the step's key: it runs after
+            # this handler (a first visit builds the screen and its styles).
+            self.call_later(self.action_goto, message.goto)
+
+    def on_worker_state_changed(self, event: Any) -> None:
+        from textual.worker import WorkerState
+
+        worker = event.worker
+        if event.state is WorkerState.ERROR and worker.error is not None:
+            if worker.group == "incident" and worker.name == "incident-change":
+                # The record may have moved on (a conflict): show what is on disk now.
+                self.reload_incident()
+            if worker.group == "triage":
+                self.triage_status = "failed"
+                self.triage_progress = "failed: " + one_line(worker.error)
+                self.incident_rev += 1
+            self.show_error(worker.description or worker.name, worker.error)
+
+    # -- triage: replay and localization, attached to the incident when done ------------------
+
+    def start_triage(self, force: bool = False) -> None:
+        """Triage the incident's pair in the background unless it has a localization already."""
+        inc = self.incident
+        if inc is None or not inc.failing or not inc.comparator or inc.status == "closed":
+            return
+        pair = (inc.failing, inc.comparator)
+        if not force and (inc.localization is not None or pair == self._triage_for):
+            return
+        self._triage_for = pair
+        self.triage_status = "running"
+        self.triage_progress = "starting..."
+        self.run_triage(inc.id, inc.failing, inc.comparator, inc.fixed_metadata)
+
+    @work(
+        thread=True,
+        exclusive=True,
+        exit_on_error=False,
+        group="triage",
+        description="Triage (replay and localize)",
+    )
+    def run_triage(
+        self, incident_id: str, failing: str, comparator: str, fixed: str | None
+    ) -> None:
+        import textual_plotext  # noqa: F401  (Localize draws with it; load it off the UI thread)
+
+        from workbench.triage import workflow
+        from workbench.triage.triage import triage
+
+        def progress(step: str, fraction: float) -> None:
+            self.post_message(self.TriageProgress(step, fraction))
+
+        result = triage(self.store, failing, comparator, fixed=fixed, progress=progress)
+        doc = result.to_json()
+        if not doc.get("origin_stage") or not doc.get("manifest_stage"):
+            # Nothing to localize (no significant tail gap): say so instead of recording it.
+            self.post_message(self.NoRegression(doc))
+            return
+        with self._save_lock:
+            saved = workflow.attach_triage(self.store, incident_id, doc, self.actor)
+            self._latest = saved
+        self.post_message(self.IncidentSaved(saved))
+
+    class NoRegression(Message):
+        """The triage found no stage to blame: its result, not attached to the incident."""
+
+        def __init__(self, doc: dict[str, Any]) -> None:
+            super().__init__()
+            self.doc = doc
+
+    def on_workbench_app_no_regression(self, message: NoRegression) -> None:
+        self.triage_status = "no regression"
+        gap = message.doc.get("p99_gap_us") or {}
+        lo, hi = gap.get("lo"), gap.get("hi")
+        ci = (
+            f" (p99 gap CI {lo / 1000:.2f}..{hi / 1000:.2f} ms)"
+            if lo is not None and hi is not None
+            else ""
+        )
+        self.triage_progress = (
+            f"no stage explains a significant tail gap{ci}: pick another comparator on 2 Pair, "
+            "or t to re-run"
+        )
+        self.incident_rev += 1
+
+    def on_workbench_app_triage_progress(self, message: TriageProgress) -> None:
+        self.triage_progress = f"{message.step} ({message.fraction:.0%})"
+        if message.fraction >= 1.0:
+            self.triage_status = "idle"
+        self.incident_rev += 1
+
+    def show_error(self, title: str, exc: BaseException) -> None:
+        """The one-line cause in a modal; the app stays usable."""
+        self.push_screen(ErrorModal(title or "Failed", one_line(exc)))
+
+    def triage_state(self) -> str:
+        """'none' (no pair), 'running', 'failed' or 'done' (localization recorded)."""
+        inc = self.incident
+        if inc is None or not inc.comparator:
+            return "none"
+        if inc.localization is not None and self.triage_status != "running":
+            return "done"
+        if self.triage_status in ("failed", "no regression"):
+            return "failed"
+        return "running"
+
+    # -- incident changes (each saved at once by H6's workflow) -------------------------------
+
+    def mark_failing(self, run_id: str) -> None:
+        """Declare an incident for run_id, or re-pair the open one with run_id as failing."""
+        inc = self.incident
+        if inc is not None and inc.status != "closed" and inc.failing not in (None, run_id):
+            self.pending_failing = run_id
+            self.notify(
+                f"{inc.id} pairs {inc.failing} vs {inc.comparator}; choose a comparator for "
+                f"{run_id} to re-pair it.",
+                severity="warning",
+            )
+            self.incident_rev += 1
+            self.switch_mode("pair")
+            return
+        self.pending_failing = None
+        if inc is not None and inc.status != "closed" and inc.failing == run_id:
+            self.switch_mode("pair")
+            return
+        self.change_incident("Declare the incident", _declare(run_id, self.now()), goto="pair")
+
+    def pair(self, failing: str, comparator: str) -> None:
+        self.pending_failing = None
+        fixed = self.incident.fixed_metadata if self.incident else None
+
+        def change(store: Path, inc: Incident | None, actor: str) -> Incident:
+            from workbench.triage import workflow
+
+            assert inc is not None
+            return workflow.pair(
+                store, inc.id, failing, comparator, actor, fixed, expected_version=inc.version
+            )
+
+        self.change_incident("Pair the runs", change, goto="evidence")
+
+    def pin_fixed(self, run_id: str) -> None:
+        """Pin the fixed-metadata run: the failing config re-run with every tag pinned."""
+        inc = self.incident
+        if inc is None or inc.status == "closed":
+            self.notify(
+                "Declare the incident first: press f on the failing run.", severity="warning"
+            )
+            return
+        if run_id in (inc.failing, inc.comparator):
+            self.notify(f"{run_id} is already the failing or comparator run.", severity="warning")
+            return
+        failing, comparator = inc.failing, inc.comparator
+
+        def change(store: Path, inc: Incident | None, actor: str) -> Incident:
+            import msgspec
+
+            from workbench.triage import workflow
+            from workbench.triage.incident import modify
+
+            assert inc is not None
+            if failing and comparator:
+                return workflow.pair(
+                    store, inc.id, failing, comparator, actor, run_id, expected_version=inc.version
+                )
+            # Not paired yet: remember it; pairing locks its tags with the others'.
+            return modify(
+                store,
+                inc.id,
+                actor,
+                lambda i: msgspec.structs.replace(i, fixed_metadata=run_id),
+                expected_version=inc.version,
+            )
+
+        self.change_incident("Pin the fixed-metadata run", change)
+
+    def _with_id(
+        self,
+        description: str,
+        call: Callable[[Path, str, str, int], Incident],
+        goto: str | None = None,
+    ) -> None:
+        """Run a workflow call on the open incident and save it.
+
+        `call` gets (store, incident id, actor, version shown): a record changed meanwhile by
+        someone else (the CLI, another app) is a conflict, never silently overwritten.
+        """
+        if self.incident is None:
+            self.notify(
+                "No incident yet: on Runs (1), press f on the failing run.", severity="warning"
+            )
+            return
+
+        def change(store: Path, inc: Incident | None, actor: str) -> Incident:
+            assert inc is not None
+            return call(store, inc.id, actor, inc.version)
+
+        self.change_incident(description, change, goto)
+
+    def assign_owner(self, role: str, person: str, roster: Roster) -> None:
+        def call(store: Path, iid: str, actor: str, version: int) -> Incident:
+            from workbench.triage import workflow
+
+            return workflow.assign(
+                store, iid, role, person, actor, roster, expected_version=version
+            )
+
+        self._with_id(f"Assign the {role}", call)
+
+    def classify(self) -> None:
+        def call(store: Path, iid: str, actor: str, version: int) -> Incident:
+            from workbench.triage import workflow
+
+            return workflow.classify(store, iid, actor, expected_version=version)
+
+        self._with_id("Confirm the classification", call, goto="owners")
+
+    def validate_candidate(self, candidate: str) -> None:
+        def call(store: Path, iid: str, actor: str, version: int) -> Incident:
+            from workbench.triage.validation import validate_incident
+
+            return validate_incident(store, iid, candidate, actor, expected_version=version)
+
+        self._with_id(f"Validate {candidate}", call)
+
+    def set_rollback_criteria(self, criteria: list[RollbackCriterion]) -> None:
+        def call(store: Path, iid: str, actor: str, version: int) -> Incident:
+            from workbench.triage import workflow
+
+            return workflow.set_rollback_criteria(
+                store, iid, criteria, actor, expected_version=version
+            )
+
+        self._with_id("Save the rollback criteria", call)
+
+    def close_incident(self) -> None:
+        def call(store: Path, iid: str, actor: str, version: int) -> Incident:
+            from workbench.triage import workflow
+
+            return workflow.close(
+                store, iid, actor, "closed from the workbench", expected_version=version
+            )
+
+        self._with_id("Close the incident", call)
+
+    # -- actions ------------------------------------------------------------------------------
+
+    async def action_on(self, mode: str, action: str) -> None:
+        """Go to `mode` and run one of its screen's actions (the palette's way in)."""
+        if mode != self.current_mode:
+            await self.switch_mode(mode)
+        await self.screen.run_action(action)
+
+    def action_goto(self, mode: str) -> None:
+        if mode in self.MODES and mode != self.current_mode:
+            self.switch_mode(mode)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.binding_catalogue()))
+
+    def binding_catalogue(self) -> list[BindingInfo]:
+        """Every binding with its id and current keys (the keymap applied)."""
+        return apply_overrides(catalogue(binding_scopes()), self.user_keymap)
+
+
+def binding_scopes() -> list[tuple[str, list[BindingType]]]:
+    """(scope, bindings) of the app and of every screen, in flow order."""
+    from workbench.tui.ingest_screen import IngestScreen
+
+    scopes: list[tuple[str, list[BindingType]]] = [("everywhere", WorkbenchApp.BINDINGS)]
+    for mode, _key, title in STEPS:
+        scopes.append((title, list(screen_class(mode).BINDINGS)))
+    scopes.append(("Ingest", list(IngestScreen.BINDINGS)))
+    scopes.append(("Help", list(HelpScreen.BINDINGS)))
+    scopes.append(("Error", list(ErrorModal.BINDINGS)))
+    return scopes
+
+
+def known_binding_ids() -> list[str]:
+    return [info.id for info in catalogue(binding_scopes())]
+
+
+def _declare(run_id: str, today: datetime) -> IncidentChange:
+    def change(store: Path, _inc: Incident | None, actor: str) -> Incident:
+        import msgspec
+
+        from workbench.triage.incident import create_incident, modify, next_incident_id
+
+        title = f"Tail latency regression in run {run_id}"
+        iid = next_incident_id(store, today)
+        inc = create_incident(store, title, "sev2", actor, incident_id=iid)
+        return modify(store, inc.id, actor, lambda i: msgspec.structs.replace(i, failing=run_id))
+
+    return change
+
+
+def _resume_step(inc: Incident | None) -> str | None:
+    """The screen where work on an incident in this status continues."""
+    if inc is None:
+        return None
+    return {
+        "declared": "pair",
+        "paired": "evidence",
+        "localized": "localize",
+        "classified": "owners",
+        "assigned": "validate",
+        "validating": "validate",
+        "closed": "close",
+    }.get(inc.status)
+
+
+def _current_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "on-call"

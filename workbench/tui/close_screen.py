@@ -1,0 +1,172 @@
+"""Step 7: the closure summary previewed, the close gate, export as Markdown / JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Input, Label, Static, TextArea
+
+from workbench.tui.step_screen import StepScreen
+
+
+class CloseScreen(StepScreen):
+    """Preview the summary; close when every gate passes; export and copy the path."""
+
+    AUTO_FOCUS = "#summary-preview"
+    STEP = "close"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("x", "close_incident", "Close incident", id="close.close"),
+        Binding("m", "export('md')", "Export .md", id="close.export_md"),
+        Binding("j", "export('json')", "Export .json", id="close.export_json"),
+        Binding("d", "edit_dir", "Export folder", id="close.export_dir"),
+        Binding("r", "preview", "Refresh preview", id="close.refresh"),
+        Binding("escape", "leave_input", "Back", id="close.back", show=False),
+    ]
+
+    class Previewed(Message):
+        def __init__(self, version: int, markdown: str, missing: list[str]) -> None:
+            super().__init__()
+            self.version = version
+            self.markdown = markdown
+            self.missing = missing
+
+    class Exported(Message):
+        def __init__(self, path: Path, size: int) -> None:
+            super().__init__()
+            self.path = path
+            self.size = size
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.previewed_version: tuple[str, int] | None = None
+        self.missing: list[str] | None = None
+        self.last_export: Path | None = None
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="close-gate")
+        # No soft wrap: the summary's wide tables scroll sideways, and wrapping a long summary
+        # costs the handler that loads it several times as much.
+        yield TextArea("", id="summary-preview", read_only=True, soft_wrap=False, show_cursor=True)
+        with Horizontal(classes="field"):
+            yield Label("folder", classes="field-label")
+            yield Input(str(Path.cwd()), id="export-dir", compact=True)
+
+    def refresh_view(self) -> None:
+        inc = self.wb.incident
+        if inc is None:
+            self.query_one("#close-gate", Static).update("No incident yet.")
+            self.set_hint("Start on Runs (1): highlight the failing run and press f.")
+            return
+        key = (inc.id, inc.version)
+        if key != self.previewed_version:
+            self.previewed_version = key
+            self.set_hint("Building the closure summary...")
+            self.preview(inc.id, inc.version)
+        self.update_gate()
+
+    @work(
+        thread=True,
+        exclusive=True,
+        exit_on_error=False,
+        group="close",
+        description="Build the summary",
+    )
+    def preview(self, incident_id: str, version: int) -> None:
+        from workbench.triage.export import export_text
+        from workbench.triage.incident import load_incident
+        from workbench.triage.lifecycle import missing_for
+
+        inc = load_incident(self.wb.store, incident_id)
+        missing = [] if inc.status == "closed" else missing_for(inc, "closed")
+        self.post_message(
+            self.Previewed(version, export_text(self.wb.store, incident_id, "md"), missing)
+        )
+
+    def on_close_screen_previewed(self, message: Previewed) -> None:
+        self.missing = message.missing
+        area = self.query_one("#summary-preview", TextArea)
+        area.load_text(message.markdown)
+        self.update_gate()
+
+    def update_gate(self) -> None:
+        inc = self.wb.incident
+        gate = self.query_one("#close-gate", Static)
+        if inc is None:
+            return
+        if inc.status == "closed":
+            gate.update(Text.assemble((f"{inc.id} is closed. ", "bold green"), self._export_line()))
+            self.set_hint(
+                "Export the summary: m (Markdown) or j (JSON); the path is copied to the clipboard."
+            )
+        elif self.missing is None:
+            gate.update("Checking what closing still needs...")
+        elif self.missing:
+            text = Text(f"Cannot close yet; missing ({len(self.missing)}): ", "bold yellow")
+            # The gate names CLI commands in parentheses; the screens to use are in the hint.
+            text.append("; ".join(m.split(" (")[0] for m in self.missing))
+            gate.update(text)
+            self.set_hint(
+                "Finish what is missing (5 Owners, 6 Validate); m / j export a draft now."
+            )
+        else:
+            gate.update(Text.assemble(("Every gate passes. ", "bold green"), self._export_line()))
+            self.set_hint("Next: press x to close the incident, then m / j to export the summary.")
+
+    def _export_line(self) -> str:
+        return f"Last export: {self.last_export}" if self.last_export else "Not exported yet."
+
+    def action_close_incident(self) -> None:
+        self.wb.close_incident()
+
+    def action_export(self, fmt: str) -> None:
+        inc = self.wb.incident
+        if inc is None:
+            self.notify("No incident to export.", severity="warning")
+            return
+        folder = Path(self.query_one("#export-dir", Input).value.strip() or ".").expanduser()
+        self.set_hint(f"Exporting {fmt}...")
+        self.export(inc.id, fmt, folder / f"{inc.id}-summary.{fmt}")
+
+    @work(
+        thread=True,
+        exclusive=True,
+        exit_on_error=False,
+        group="export",
+        description="Export the summary",
+    )
+    def export(self, incident_id: str, fmt: str, path: Path) -> None:
+        from workbench.errors import WorkbenchError
+        from workbench.triage.export import export_text, write_export
+
+        if not path.parent.is_dir():
+            raise WorkbenchError(str(path.parent), "export folder does not exist")
+        text = export_text(self.wb.store, incident_id, fmt)
+        write_export(path, text)
+        self.post_message(self.Exported(path.resolve(), len(text.encode())))
+
+    def on_close_screen_exported(self, message: Exported) -> None:
+        self.last_export = message.path
+        self.app.copy_to_clipboard(str(message.path))
+        self.notify(f"Wrote {message.path} ({message.size:,} bytes); path copied to the clipboard.")
+        self.update_gate()
+        self.set_hint(f"Exported {message.path.name}; path copied (OSC 52). q quits; all is saved.")
+
+    def action_edit_dir(self) -> None:
+        self.query_one("#export-dir", Input).focus()
+
+    @on(Input.Submitted, "#export-dir")
+    def _dir_done(self) -> None:
+        self.action_leave_input()
+
+    def action_leave_input(self) -> None:
+        self.query_one("#summary-preview", TextArea).focus()
+
+    def worker_failed(self, worker: object) -> None:
+        self.update_gate()

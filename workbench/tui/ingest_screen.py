@@ -1,0 +1,189 @@
+"""Ingest trace files: a path picker, run id / label / tags, a cancellable progress bar."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import DirectoryTree, Input, Label, ProgressBar, Static
+from textual.worker import Worker, WorkerState
+
+from workbench.errors import WorkbenchError
+from workbench.tui.error_modal import ErrorModal, one_line
+
+if TYPE_CHECKING:
+    from workbench.store.progress import IngestProgress
+
+
+def parse_tags(text: str) -> dict[str, str]:
+    """'k=v, k2=v2' -> {k: v, k2: v2}; raises a one-line error naming the bad item."""
+    tags: dict[str, str] = {}
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise WorkbenchError("tags", f"{item!r} is not key=value")
+        tags[key.strip()] = value.strip()
+    return tags
+
+
+class IngestScreen(ModalScreen[str | None]):
+    """Pick a trace file, describe the run, import it with progress; Esc cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "start", "Start import", id="ingest.start"),
+        Binding("ctrl+t", "focus_tree", "Browse files", id="ingest.browse"),
+        Binding("escape", "cancel", "Cancel / close", id="ingest.cancel"),
+    ]
+
+    class Progressed(Message):
+        def __init__(self, progress: IngestProgress) -> None:
+            super().__init__()
+            self.progress = progress
+
+    class Done(Message):
+        def __init__(self, run_id: str, summary: str) -> None:
+            super().__init__()
+            self.run_id = run_id
+            self.summary = summary
+
+    def __init__(self, store: Path, start_dir: Path) -> None:
+        super().__init__()
+        self.store = store
+        self.start_dir = start_dir
+        self.cancel_event: threading.Event | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="ingest-box"):
+            yield Static("[b]Ingest a trace[/b] into " + str(self.store), id="ingest-title")
+            with Horizontal(classes="field"):
+                yield Label("file  ", classes="field-label")
+                yield Input(str(self.start_dir) + "/", id="ingest-path", compact=True)
+            yield DirectoryTree(self.start_dir, id="ingest-tree")
+            with Horizontal(classes="field"):
+                yield Label("run id", classes="field-label")
+                yield Input(
+                    placeholder="optional: from the file name", id="ingest-run-id", compact=True
+                )
+            with Horizontal(classes="field"):
+                yield Label("label ", classes="field-label")
+                yield Input(placeholder="optional", id="ingest-label", compact=True)
+            with Horizontal(classes="field"):
+                yield Label("tags  ", classes="field-label")
+                yield Input(placeholder="key=value, key=value", id="ingest-tags", compact=True)
+            yield ProgressBar(total=1, id="ingest-progress", show_eta=False)
+            yield Static(
+                "Type a path or Ctrl+T to browse (Enter picks a file); Ctrl+S imports; Esc cancels.",
+                id="ingest-status",
+                classes="hint",
+                markup=False,
+            )
+
+    def on_mount(self) -> None:
+        self.query_one("#ingest-path", Input).focus()
+
+    @on(DirectoryTree.FileSelected)
+    def _picked(self, event: DirectoryTree.FileSelected) -> None:
+        self.query_one("#ingest-path", Input).value = str(event.path)
+        self.query_one("#ingest-run-id", Input).focus()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "ingest-tags":
+            self.action_start()
+        else:
+            self.focus_next()
+
+    def action_focus_tree(self) -> None:
+        self.query_one("#ingest-tree", DirectoryTree).focus()
+
+    def _status(self, text: str) -> None:
+        self.query_one("#ingest-status", Static).update(text)
+
+    def action_start(self) -> None:
+        if self.cancel_event is not None:
+            return
+        path = Path(self.query_one("#ingest-path", Input).value.strip()).expanduser()
+        try:
+            tags = parse_tags(self.query_one("#ingest-tags", Input).value)
+        except WorkbenchError as exc:
+            self._status(f"Cannot start: {exc.one_line()}")
+            return
+        if not path.is_file():
+            self._status(f"Cannot start: {path}: not a file; pick one with Ctrl+T")
+            return
+        run_id = self.query_one("#ingest-run-id", Input).value.strip() or None
+        label = self.query_one("#ingest-label", Input).value.strip() or None
+        self.cancel_event = threading.Event()
+        self.query_one("#ingest-progress", ProgressBar).update(total=None, progress=0)
+        self._status(f"Importing {path.name}... Esc cancels (nothing is written then).")
+        self.run_import(path, run_id, label, tags or None, self.cancel_event)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="ingest", description="Import")
+    def run_import(
+        self,
+        path: Path,
+        run_id: str | None,
+        label: str | None,
+        tags: dict[str, str] | None,
+        cancel: threading.Event,
+    ) -> None:
+        from workbench.store.ingest import ingest
+
+        def progress(p: IngestProgress) -> None:
+            self.post_message(self.Progressed(p))
+
+        report = ingest(
+            self.store,
+            path,
+            run_id=run_id,
+            label=label,
+            tags=tags,
+            progress=progress,
+            cancel=cancel,
+        )
+        self.post_message(self.Done(report.run_id, report.lines()[0]))
+
+    def on_ingest_screen_progressed(self, message: Progressed) -> None:
+        p = message.progress
+        bar = self.query_one("#ingest-progress", ProgressBar)
+        if p.bytes_total > 0:
+            bar.update(total=p.bytes_total, progress=p.bytes_done)
+        self._status(
+            f"{p.phase}: {p.bytes_done:,} of {p.bytes_total:,} bytes, {p.events:,} events. Esc cancels."
+        )
+
+    def on_ingest_screen_done(self, message: Done) -> None:
+        self.cancel_event = None
+        self.app.notify(message.summary)
+        self.dismiss(message.run_id)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            from workbench.store.progress import ImportCancelled
+
+            self.cancel_event = None
+            self.query_one("#ingest-progress", ProgressBar).update(total=1, progress=0)
+            if isinstance(event.worker.error, ImportCancelled):
+                self._status(
+                    "Import cancelled; nothing was written. Ctrl+S starts again, Esc closes."
+                )
+                return
+            cause = one_line(event.worker.error)
+            self._status(f"Import failed: {cause} (store unchanged). Fix and Ctrl+S, or Esc.")
+            self.app.push_screen(ErrorModal("Import failed", cause))
+
+    def action_cancel(self) -> None:
+        if self.cancel_event is not None:
+            self.cancel_event.set()
+            self._status("Cancelling... nothing will be written.")
+            return
+        self.dismiss(None)

@@ -1,0 +1,312 @@
+"""Step 4: where it went wrong: origin vs manifest, mechanism, replay per stage, proof, metric."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static, TabbedContent, TabPane
+
+from workbench.tui.plot_box import fresh_plot
+from workbench.tui.step_screen import NEXT_STEP, StepScreen
+from workbench.tui.units import ms, pct
+
+
+def _iv(d: dict[str, Any] | None) -> str:
+    """An interval dict {value, lo, hi} in us as 'v [lo, hi] ms'."""
+    if not d:
+        return "-"
+    return f"{ms(d.get('value'))} [{ms(d.get('lo'))}, {ms(d.get('hi'))}] ms"
+
+
+def _num(x: Any) -> str:
+    if isinstance(x, bool) or x is None:
+        return str(x) if x is not None else "-"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    if isinstance(x, list | dict):
+        return str(x)[:60]
+    return str(x)
+
+
+class LocalizeScreen(StepScreen):
+    """The triage verdict with what proves it; c confirms the classification."""
+
+    AUTO_FOCUS = "#replay-table"
+    STEP = "localize"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "classify", "Confirm classification", id="localize.classify"),
+        Binding("t", "retriage", "Re-run triage", id="localize.retriage"),
+        Binding("right_square_bracket", "tab(1)", "Next view", id="localize.next_view"),
+        Binding("left_square_bracket", "tab(-1)", "Prev view", id="localize.prev_view"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown_for: tuple[str, int] | None = None
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="verdict-box")
+        with TabbedContent(id="localize-tabs"):
+            with TabPane("Replay per stage", id="tab-replay"):
+                yield DataTable(id="replay-table", cursor_type="row", zebra_stripes=True)
+            with TabPane("Proof", id="tab-proof"):
+                yield DataTable(id="claims-table", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="claim-detail", classes="detail")
+            with TabPane("Primary metric", id="tab-metric"):
+                yield Vertical(id="metric-box")
+                yield DataTable(id="metric-table", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        c = self.query_one("#claims-table", DataTable)
+        for key, label in (("i", "#"), ("text", "claim"), ("query", "proved by")):
+            c.add_column(label, key=key)
+        m = self.query_one("#metric-table", DataTable)
+        for label in (
+            "bucket",
+            "n",
+            "MAPE %",
+            "rank corr",
+            "regret %",
+            "fallback",
+            "plan",
+            "static p99",
+            "adapted p99",
+            "gain p99 ms",
+            "recompile ms",
+        ):
+            m.add_column(label)
+        super().on_mount()
+
+    def refresh_view(self) -> None:
+        inc = self.wb.incident
+        box = self.query_one("#verdict-box", Static)
+        state = self.wb.triage_state()
+        if inc is None or state == "none":
+            box.update("No pair yet: choose the failing run (1, f) and its comparator (2, a).")
+            self.set_hint("Next: press 2 (Pair).")
+            return
+        if state != "done" or inc.localization is None:
+            box.update(
+                Text.assemble(("Triage: ", "bold"), self.wb.triage_progress or "starting...")
+            )
+            if state == "running":
+                self.set_hint("Replaying both runs on the accelerator model; this fills when done.")
+            elif self.wb.triage_status == "no regression":
+                self.set_hint(
+                    "No regression to localize: 2 Pair picks another comparator; t re-runs."
+                )
+            else:
+                self.set_hint("Triage failed (see the message); press t to run it again.")
+            return
+        key = (inc.id, inc.version)
+        if key == self.shown_for:
+            self.update_hint()
+            return
+        self.shown_for = key
+        self.show_verdict()
+        self.fill_replay()
+        self.fill_claims()
+        self.fill_metric()
+        self.update_hint()
+
+    def show_verdict(self) -> None:
+        inc = self.wb.incident
+        assert inc is not None and inc.localization is not None
+        loc = inc.localization
+        doc = inc.triage
+        text = Text.assemble(
+            ("Origin ", "bold"),
+            (loc.origin, "bold red"),
+            " (plan diverged)  ->  ",
+            ("manifest ", "bold"),
+            (loc.manifest, "bold yellow"),
+            " (time shows)\n",
+            ("Mechanism ", "bold"),
+            (loc.mechanism or "?", "bold"),
+            (f" + {loc.secondary_mechanism}" if loc.secondary_mechanism else ""),
+            f"   confidence {pct(loc.confidence)}   origin swap explains "
+            f"{pct(loc.explained_share)} of the p99 gap",
+            f"\np99 gap {_iv(doc.get('p99_gap_us'))}  p95 gap {_iv(doc.get('p95_gap_us'))}",
+            f"  decided by {doc['decided_by']}" if doc.get("decided_by") else "",
+        )
+        for w in doc.get("warnings") or []:
+            text.append(f"\nWARNING {w}", "bold yellow")
+        self.query_one("#verdict-box", Static).update(text)
+
+    def fill_replay(self) -> None:
+        inc = self.wb.incident
+        assert inc is not None and inc.localization is not None
+        doc = inc.triage
+        loc = inc.localization
+        shares: dict[str, dict[str, float]] = doc.get("explained_share_by_stage") or {}
+        # The replay's residual (observed - predicted) shift per stage, failing vs comparator
+        # (Hodges-Lehmann), shown when the triage result carries it.
+        residual: dict[str, dict[str, float]] = doc.get("residual_shift") or {}
+        t = self.query_one("#replay-table", DataTable)
+        t.clear(columns=True)
+        columns = ["stage", "role", "observed Δp99 [CI]", "swap explains p99", "p95"]
+        if residual:
+            columns += ["obs - pred shift [CI]", "p"]
+        t.add_columns(*columns, "observed Δp95 [CI]")
+        for s in doc.get("stages") or []:
+            sid = s.get("id")
+            role = "origin" if sid == loc.origin else "manifest" if sid == loc.manifest else ""
+            if sid == loc.origin == loc.manifest:
+                role = "origin+manifest"
+            share = shares.get(sid, {})
+            res = residual.get(str(sid), {})
+            style = "bold red" if role.startswith("origin") else "bold yellow" if role else ""
+            cells: list[Any] = [
+                Text(str(sid), style=style),
+                role,
+                _iv((s.get("diff") or {}).get("p99")),
+                pct(share.get("p99")) if share else "-",
+                pct(share.get("p95")) if share else "-",
+            ]
+            if residual:
+                shift = {
+                    "value": res.get("hl_us"),
+                    "lo": res.get("hl_lo_us"),
+                    "hi": res.get("hl_hi_us"),
+                }
+                p = res.get("p_value")
+                cells += [_iv(shift) if res else "-", f"{p:.3g}" if isinstance(p, float) else "-"]
+            t.add_row(*cells, _iv((s.get("diff") or {}).get("p95")))
+
+    def fill_claims(self) -> None:
+        inc = self.wb.incident
+        assert inc is not None
+        t = self.query_one("#claims-table", DataTable)
+        t.clear()
+        for i, c in enumerate(inc.claims, 1):
+            t.add_row(str(i), c.text, c.query or "(no artifact)", key=str(i - 1))
+        self.show_claim()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "claims-table":
+            self.show_claim()
+
+    def show_claim(self) -> None:
+        inc = self.wb.incident
+        t = self.query_one("#claims-table", DataTable)
+        detail = self.query_one("#claim-detail", Static)
+        if inc is None or not inc.claims or t.row_count == 0:
+            detail.update("No claims.")
+            return
+        c = inc.claims[min(t.cursor_row, len(inc.claims) - 1)]
+        text = Text(c.text + "\n")
+        text.append_text(Text.assemble(("query ", "bold"), c.query or "-", ("  params ", "bold")))
+        text.append(", ".join(f"{k}={_num(v)}" for k, v in c.parameters.items()) or "-")
+        text.append("\nnumbers ", "bold")
+        text.append(", ".join(f"{k}={_num(v)}" for k, v in c.numbers.items()) or "-")
+        detail.update(text)
+
+    def fill_metric(self) -> None:
+        inc = self.wb.incident
+        assert inc is not None
+        rows = metric_buckets(inc.triage.get("primary_metric"))
+        t = self.query_one("#metric-table", DataTable)
+        t.clear()
+        for r in rows:
+            static, adapted, gain = (_p99(r, k) for k in ("static", "adapted", "gain"))
+            t.add_row(
+                Text(_bucket_label(r), style="bold"),
+                _num(r.get("n_requests")),
+                _num(r.get("mape", r.get("mape_pct"))),
+                _num(r.get("spearman")),
+                _num(r.get("regret_pct")),
+                pct(r.get("fallback_share")),
+                str(r.get("observed_plan", "-")),
+                ms(static),
+                ms(adapted),
+                ms(gain),
+                ms(r.get("recompile_us")),
+            )
+        self.draw_metric(rows)
+
+    def draw_metric(self, rows: list[dict[str, Any]]) -> None:
+        """Mapping accuracy (compile time) against adaptation gain (runtime), per shape bucket."""
+        plt = fresh_plot(self.query_one("#metric-box", Vertical)).plt
+        if not rows:
+            plt.title("The triage reported no primary metric for this pair")
+            return
+        labels = [_bucket_label(r) for r in rows]
+        mape = [_finite(r.get("mape", r.get("mape_pct"))) for r in rows]
+        # Gain as a share of the static plan's p99, so both series read in percent.
+        gain = [
+            _finite(100 * g / s)
+            if (g := _p99(r, "gain")) is not None and (s := _p99(r, "static"))
+            else 0.0
+            for r in rows
+        ]
+        # textual_plotext's stub says `label`; plotext itself takes `labels` for several series.
+        plt.multiple_bar(  # type: ignore[call-arg]
+            labels, [mape, gain], labels=["mapping MAPE %", "adaptation gain, % of static p99"]
+        )
+        plt.title("Compile-time mapping accuracy vs runtime adaptation gain, per shape bucket")
+
+    def update_hint(self) -> None:
+        inc = self.wb.incident
+        if inc is None:
+            return
+        if inc.status == "localized":
+            self.set_hint(
+                "Next: press c to confirm the mechanism (the claims above are its proof); "
+                "[ ] switch views."
+            )
+        else:
+            nxt = NEXT_STEP.get(inc.status, "")
+            self.set_hint(f"Mechanism confirmed ({inc.status}). Next: {nxt}. [ ] switch views.")
+
+    def action_classify(self) -> None:
+        self.wb.classify()
+
+    def action_retriage(self) -> None:
+        self.shown_for = None
+        self.wb.start_triage(force=True)
+
+    def action_tab(self, step: int) -> None:
+        tabs = self.query_one("#localize-tabs", TabbedContent)
+        ids = ["tab-replay", "tab-proof", "tab-metric"]
+        current = tabs.active if tabs.active in ids else ids[0]
+        tabs.active = ids[(ids.index(current) + step) % len(ids)]
+        self.focus_pane(tabs.active)
+
+
+def metric_buckets(raw: Any) -> list[dict[str, Any]]:
+    """The triage's primary metric as one row per shape bucket (seen at compile time, drifted)."""
+    rows = [raw] if isinstance(raw, dict) else list(raw or [])
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        buckets = r.get("buckets") if isinstance(r, dict) else None
+        if isinstance(buckets, dict):
+            out.extend({"bucket": name, **b} for name, b in buckets.items() if isinstance(b, dict))
+        elif isinstance(r, dict) and r:
+            out.append(r)
+    return out
+
+
+def _p99(row: dict[str, Any], plan: str) -> float | None:
+    """p99 (us) of a plan ('static', 'adapted', 'gain'), flat (static_p99_us) or nested."""
+    value = row.get(f"{plan}_p99_us")
+    nested = row.get(f"{plan}_us")
+    if value is None and isinstance(nested, dict):
+        value = nested.get("p99")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _bucket_label(row: dict[str, Any]) -> str:
+    role = row.get("role") or row.get("run_id")
+    bucket = str(row.get("bucket", "?"))
+    return f"{role} {bucket}" if role else bucket
+
+
+def _finite(x: Any) -> float:
+    return float(x) if isinstance(x, int | float) and math.isfinite(x) else 0.0
