@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def child(store: Path, out: Path) -> None:
     """Open the app the way `workbench STORE` does, headless; record the two marks; quit."""
-    from workbench.cli import main as _cli  # noqa: F401  (the entry point's own import cost)
+    from workbench.cli import main as _cli  # the entry point's own import cost
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.runs_screen import RunsScreen
 
@@ -45,7 +45,10 @@ def child(store: Path, out: Path) -> None:
             marks["runs_filled"] = time.monotonic()
             self.exit(0)
 
-    Probe(store).run(headless=True, size=(100, 30))
+    # "default": what `workbench` without an argument opens (the sample's working copy).
+    Probe(_cli.default_store() if str(store) == "default" else store).run(
+        headless=True, size=(100, 30)
+    )
     out.write_text(json.dumps(marks), encoding="utf-8")
 
 
@@ -91,7 +94,9 @@ def sample(store: Path | None) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("store", nargs="?", type=Path, default=ROOT / "sample_traces")
+    parser.add_argument(
+        "store", nargs="?", type=Path, default=Path("default"), help="default: the sample store"
+    )
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--child", nargs=2, type=Path, metavar=("STORE", "OUT"))
     parser.add_argument("--bare", type=Path, metavar="OUT")

@@ -24,11 +24,19 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def default_store() -> Path:
+def bundled_sample() -> Path:
     """The bundled sample store (repository checkout first, then the installed copy)."""
     here = Path(__file__).resolve()
     repo = here.parents[2] / "sample_traces"
     return repo if repo.is_dir() else here.parents[1] / "_sample_traces"
+
+
+def default_store() -> Path:
+    """A working copy of the sample store in the state directory: incidents never land in the
+    repository (or a read-only install), and survive a restart."""
+    from workbench.store.workspace import sample_workspace, state_home
+
+    return sample_workspace(bundled_sample(), state_home())
 
 
 def build_parser() -> argparse.ArgumentParser:
