@@ -1,5 +1,7 @@
 """The one error type that the CLI and the app turn into a one-line message."""
 
+import errno
+
 
 class WorkbenchError(Exception):
     """A user-facing failure: `subject` is the file, run or incident; `problem` says what is wrong."""
@@ -11,3 +13,12 @@ class WorkbenchError(Exception):
 
     def one_line(self) -> str:
         return " ".join(f"{self.subject}: {self.problem}".split())
+
+
+def describe_os_error(exc: OSError, target: str) -> str:
+    """The cause of a failed write in words: a full disk or a `target` that refuses writes."""
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{target} is not writable"
+    return exc.strerror or str(exc)

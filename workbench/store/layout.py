@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import shutil
@@ -15,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, describe_os_error
 from workbench.store import schema
 
 # A leading letter keeps hive partition values from being auto-cast to numbers or dates by
@@ -106,14 +105,6 @@ def _write(table: pa.Table, path: Path) -> None:
         os.fsync(fh.fileno())
 
 
-def _describe_os_error(exc: OSError) -> str:
-    if exc.errno == errno.ENOSPC:
-        return "no space left on device"
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "store is not writable"
-    return exc.strerror or str(exc)
-
-
 @contextmanager
 def _staging(store: Path) -> Iterator[Path]:
     """A private directory inside the store, removed whatever happens."""
@@ -170,7 +161,7 @@ def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
         if isinstance(exc, OSError):
             raise WorkbenchError(
-                source, f"cannot write to store {store}: {_describe_os_error(exc)}"
+                source, f"cannot write to store {store}: {describe_os_error(exc, 'store')}"
             ) from exc
         raise
     _fsync_dir(final_run.parent)

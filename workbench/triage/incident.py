@@ -7,7 +7,6 @@ so a second writer gets a conflict error instead of silently overwriting the fir
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -21,7 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, describe_os_error
 from workbench.store.layout import incidents_dir
 
 INCIDENT_SCHEMA_VERSION: Final[int] = 1
@@ -317,14 +316,6 @@ def next_incident_id(store: Path, today: datetime | None = None) -> str:
     return f"{prefix}{max(numbers, default=0) + 1:02d}"
 
 
-def _describe_os_error(exc: OSError) -> str:
-    if exc.errno == errno.ENOSPC:
-        return "no space left on device"
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "incident folder is not writable"
-    return exc.strerror or str(exc)
-
-
 @contextmanager
 def _locked(store: Path, incident_id: str) -> Iterator[None]:
     lock = _lock_path(store, incident_id)
@@ -438,7 +429,9 @@ def save_incident(store: Path, updated: Incident, base: Incident | None, actor: 
                     stale.unlink(missing_ok=True)
             _write_atomic(path, msgspec.json.format(msgspec.json.encode(saved), indent=2))
     except OSError as exc:
-        raise WorkbenchError(str(path), f"cannot save incident: {_describe_os_error(exc)}") from exc
+        raise WorkbenchError(
+            str(path), f"cannot save incident: {describe_os_error(exc, 'incident folder')}"
+        ) from exc
     return saved
 
 
