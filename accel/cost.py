@@ -18,7 +18,8 @@ For a modelled op, in microseconds:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -277,3 +278,72 @@ def op_times(ops: OpArrays, hw: HardwareProfile, params: CostParams = DEFAULT_PA
         _local_costs(ops, sl, hw, params, out)
     _group_costs(ops, hw, params, out)
     return out
+
+
+def retimed(
+    ops: OpArrays,
+    base: OpCost,
+    sel: I64,
+    hw: HardwareProfile,
+    params: CostParams = DEFAULT_PARAMS,
+    *,
+    tiles: Sequence[tuple[float, float]] = (),
+    fallback: bool | None = None,
+) -> Iterator[F64]:
+    """op_times(...).predicted_us[sel] had ops `sel` run with each tile of `tiles` (one array
+    per tile, each made when asked for), or with fallback flag `fallback` when no tiles are given; base = op_times(ops,
+    hw, params).
+
+    Only compute time depends on the tile and the fallback flag (memory, spill and launches
+    depend on bytes, tiers and groups), so only `sel` is re-costed: O(len(sel)), not O(ops).
+    """
+    n = int(sel.size)
+    # Only the fields _local_costs reads are gathered; the others are placeholders.
+    zeros = np.broadcast_to(np.zeros(1), (n,))
+    tile_m, tile_n = (np.empty(n), np.empty(n)) if tiles else (ops.tile_m[sel], ops.tile_n[sel])
+    sub = OpArrays(
+        req=np.broadcast_to(np.zeros(1, dtype=np.int64), (n,)),
+        stage=np.broadcast_to(np.zeros(1, dtype=np.int8), (n,)),
+        observed_us=ops.observed_us[sel],
+        flops=ops.flops[sel],
+        bytes=ops.bytes[sel],
+        m=ops.m[sel],
+        n=ops.n[sel],
+        tile_m=tile_m,
+        tile_n=tile_n,
+        fusion_group=np.broadcast_to(np.full(1, -1, dtype=np.int64), (n,)),
+        mem_tier=ops.mem_tier[sel],
+        core=np.broadcast_to(np.zeros(1, dtype=np.int32), (n,)),
+        fallback=ops.fallback[sel] if fallback is None else np.full(n, fallback, dtype=np.bool_),
+        recompile=np.broadcast_to(np.zeros(1, dtype=np.bool_), (n,)),
+        predicted_us=zeros,
+    )
+    fused = np.flatnonzero(base.modelled[sel] & (ops.fusion_group[sel] >= 0))
+    fused_mem = base.memory_us[sel[fused]]
+    fused_launch = base.launched[sel[fused]] * hw.launch_overhead_us
+    scratch = OpCost(
+        predicted_us=zeros,
+        modelled=np.empty(n, dtype=np.bool_),
+        compute_us=np.empty(n),
+        memory_us=np.empty(n),
+        spill_bytes=zeros,
+        launched=np.empty(n, dtype=np.bool_),
+        launch_overhead_us=hw.launch_overhead_us,
+        matrix_unit=np.empty(n, dtype=np.bool_),
+    )
+    variants: list[tuple[float, float] | None] = [*tiles] if tiles else [None]
+    for tile in variants:
+        if tile is not None:  # the one tile buffer pair is refilled per variant
+            tile_m.fill(tile[0])
+            tile_n.fill(tile[1])
+        out = replace(scratch, predicted_us=np.empty(n))
+        for sl in chunks(n):
+            _local_costs(sub, sl, hw, params, out)
+        # Same arithmetic, in the same order, as op_times: _group_costs' formula for fused ops
+        # with base's memory (spill included) and launch, _local_costs' result for the others.
+        if fused.size:
+            c = out.compute_us[fused]
+            out.predicted_us[fused] = (
+                c + fused_mem - params.overlap * np.minimum(c, fused_mem) + fused_launch
+            )
+        yield out.predicted_us

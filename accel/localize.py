@@ -27,7 +27,7 @@ from typing import Final, TypedDict
 
 import numpy as np
 
-from accel.ops import F64, I64, OpArrays, RequestArrays, RunArrays
+from accel.ops import F64, I8, I64, B, OpArrays, RequestArrays, RunArrays, joint_name_codes
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
 from accel.replay import Replay, conditional_replay, replay, stage_times
@@ -233,14 +233,6 @@ def requeue(
 # --- plan swaps -------------------------------------------------------------------------------
 
 
-def _names(ops: OpArrays) -> list[str]:
-    if len(ops.name) == ops.size:
-        return ops.name
-    if len(ops.kernel) == ops.size:
-        return ops.kernel
-    return [""] * ops.size
-
-
 @dataclass(frozen=True)
 class _Match:
     """For each failing kernel op, the comparator op of the same name with the nearest M."""
@@ -253,11 +245,8 @@ class _Match:
 
 
 def _match(f: OpArrays, c: OpArrays) -> _Match | None:
-    fn, cn = _names(f), _names(c)
-    vocab = sorted(set(fn) | set(cn))
+    f_code, c_code, vocab = joint_name_codes(f, c, kernel_fallback=True)
     code = {n: i for i, n in enumerate(vocab)}
-    f_code = np.array([code[n] for n in fn], dtype=np.int64)
-    c_code = np.array([code[n] for n in cn], dtype=np.int64)
     f_ok = (f.stage == _EXEC) & np.isfinite(f.m) & (f.core >= 0) & (f_code >= 0)
     c_ok = (c.stage == _EXEC) & np.isfinite(c.m) & (c.core >= 0)
     if "" in code:
@@ -283,12 +272,22 @@ def _match(f: OpArrays, c: OpArrays) -> _Match | None:
 
 def _signature(ops: OpArrays, idx: I64) -> I64:
     """Lowering decision of each op as one integer: fallback, fused, tier, tile."""
-    tm = np.nan_to_num(ops.tile_m[idx], nan=0.0).astype(np.int64)
-    tn = np.nan_to_num(ops.tile_n[idx], nan=0.0).astype(np.int64)
-    fused = (ops.fusion_group[idx] >= 0).astype(np.int64)
-    fb = ops.fallback[idx].astype(np.int64)
-    tier = ops.mem_tier[idx].astype(np.int64) + 1
-    return (((fb * 2 + fused) * 8 + tier) * 4096 + tm) * 4096 + tn
+    return _signature_of(
+        ops.tile_m[idx],
+        ops.tile_n[idx],
+        ops.fusion_group[idx],
+        ops.fallback[idx],
+        ops.mem_tier[idx],
+    )
+
+
+def _signature_of(tile_m: F64, tile_n: F64, group: I64, fallback: B, tier: I8) -> I64:
+    """_signature from the ops' fields (already taken at the ops of interest)."""
+    tm = np.nan_to_num(tile_m, nan=0.0).astype(np.int64)
+    tn = np.nan_to_num(tile_n, nan=0.0).astype(np.int64)
+    fused = (group >= 0).astype(np.int64)
+    fb = fallback.astype(np.int64)
+    return (((fb * 2 + fused) * 8 + tier.astype(np.int64) + 1) * 4096 + tm) * 4096 + tn
 
 
 def _leaders(ops: OpArrays, code: I64) -> I64:
@@ -343,19 +342,43 @@ def _timing(c: OpArrays, c_code: I64) -> _Timing:
     t = np.nan_to_num(c.observed_us[sel], nan=0.0)
     curves: dict[tuple[int, int], tuple[F64, F64]] = {}
     key = c_code[sel] * (1 << 40) + sig
+    m_sel = np.round(c.m[sel]).astype(np.int64)  # taken once, not once per key
     for k in np.unique(key):
         g = key == k
-        ms, ts = _group_medians(np.round(c.m[sel][g]).astype(np.int64), t[g])
+        ms, ts = _group_medians(m_sel[g], t[g])
         curves[(int(k) >> 40, int(k) & ((1 << 40) - 1))] = (ms.astype(np.float64), ts)
     return _Timing(curves)
 
 
-def _exec_delta(f: OpArrays, new_us: F64, n_req: int, placed: OpArrays | None = None) -> F64:
-    """Per request and stage: op time with `new_us` (on `placed` cores, default f's) minus the
-    observed op time (each stage's serial ops plus its busiest core)."""
+@dataclass(frozen=True)
+class _SwapBase:
+    """What every plan swap of one pair starts from (computed once, not once per swap)."""
+
+    observed_stage_us: F64  # (n_req, 5) stage op time of the failing run's observed ops
+    f_code: I64  # name code of every failing op (-1: not matched)
+    f_lead: I64  # _leaders of the failing ops
+    c_lead: I64  # _leaders of the comparator ops
+
+
+def _swap_base(f: OpArrays, c: OpArrays, n_req: int, m: _Match) -> _SwapBase:
+    f_code = np.full(f.size, -1, dtype=np.int64)
+    f_code[m.f_idx] = m.name_code
     obs = np.nan_to_num(f.observed_us, nan=0.0)
+    return _SwapBase(
+        observed_stage_us=stage_times(f, obs, n_req).stage_us,
+        f_code=f_code,
+        f_lead=_leaders(f, f_code),
+        c_lead=_leaders(c, m.c_name_code),
+    )
+
+
+def _exec_delta(
+    f: OpArrays, new_us: F64, n_req: int, observed: F64, placed: OpArrays | None = None
+) -> F64:
+    """Per request and stage: op time with `new_us` (on `placed` cores, default f's) minus the
+    observed op time `observed` (each stage's serial ops plus its busiest core)."""
     new = stage_times(placed or f, new_us, n_req).stage_us
-    return np.asarray(new - stage_times(f, obs, n_req).stage_us, dtype=np.float64)
+    return np.asarray(new - observed, dtype=np.float64)
 
 
 def _lowering_swap(
@@ -365,6 +388,7 @@ def _lowering_swap(
     part: str,
     m: _Match,
     timing: _Timing,
+    base: _SwapBase,
 ) -> F64:
     """(n_req, 5) change of stage op time when failing ops take the comparator's lowering
     decisions; `part` is "compile", "kernel" (fallback kernels and tiles), "fusion" or "all"."""
@@ -377,64 +401,51 @@ def _lowering_swap(
         delta[:, _LOW] += np.minimum(c_rate - f_rc, 0.0)
     if part == "compile":
         return delta
-    f_code_all = np.full(f.size, -1, dtype=np.int64)
-    f_code_all[m.f_idx] = m.name_code
+    f_code_all = base.f_code
     fi, ci = m.f_idx, m.c_idx
     take = np.ones(fi.size, dtype=bool)
     if part == "kernel":
         take = f.fallback[fi] | (f.tile_m[fi] != c.tile_m[ci]) | (f.tile_n[fi] != c.tile_n[ci])
     fi, ci = fi[take], ci[take]
-    tile_m, tile_n = f.tile_m.copy(), f.tile_n.copy()
-    fallback, tier = f.fallback.copy(), f.mem_tier.copy()
-    nbytes, fgroup = f.bytes.copy(), f.fusion_group.copy()
-    scale = np.divide(f.m[fi], c.m[ci], out=np.ones(fi.size), where=c.m[ci] > 0)
+    # The signature reads the swapped fields at fi only; the fusion groups are swapped whole,
+    # since the leaders of the new group instances span ops outside fi.
+    tile_m, tile_n, fallback = f.tile_m[fi], f.tile_n[fi], f.fallback[fi]
+    tier, fgroup = f.mem_tier[fi], f.fusion_group
     if part in ("kernel", "all"):
-        tile_m[fi], tile_n[fi], fallback[fi] = c.tile_m[ci], c.tile_n[ci], c.fallback[ci]
+        tile_m, tile_n, fallback = c.tile_m[ci], c.tile_n[ci], c.fallback[ci]
     if part in ("fusion", "all"):
-        tier[fi] = c.mem_tier[ci]
-        nbytes[fi] = c.bytes[ci] * scale
-        c_lead = _leaders(c, m.c_name_code)
-        lead = c_lead[ci]
+        tier = c.mem_tier[ci]
+        lead = base.c_lead[ci]
         # New group instances: (request, comparator's group leader) for ops it fused.
         key = np.where(lead >= 0, f.req[fi] * (len(m.vocab) + 1) + lead, -1)
+        fgroup = f.fusion_group.copy()
         fgroup[fi] = key
         untouched = np.ones(f.size, dtype=bool)
         untouched[fi] = False
         fgroup[untouched & (fgroup >= 0)] += int(key.max(initial=0)) + 1
-    swapped = replace(
-        f,
-        tile_m=tile_m,
-        tile_n=tile_n,
-        fallback=fallback,
-        mem_tier=tier,
-        bytes=nbytes,
-        fusion_group=fgroup,
-    )
-    sig_new = _signature(swapped, fi)
+    sig_new = _signature_of(tile_m, tile_n, fgroup[fi], fallback, tier)
     t_new = timing.lookup(f_code_all[fi], sig_new, f.m[fi])
     sig_old = _signature(f, fi)
     # An op is re-timed when its own decision or its fused group's make-up changed.
-    changed = (sig_new != sig_old) | (
-        _leaders(swapped, f_code_all)[fi] != _leaders(f, f_code_all)[fi]
-    )
+    changed = sig_new != sig_old
+    if part in ("fusion", "all"):  # else fusion groups, hence leaders, are f's own
+        changed |= _leaders(replace(f, fusion_group=fgroup), f_code_all)[fi] != base.f_lead[fi]
     new_us = np.nan_to_num(f.observed_us, nan=0.0).copy()
     ok = changed & np.isfinite(t_new)
     new_us[fi[ok]] = t_new[ok]
-    delta += _exec_delta(f, new_us, n_req)
+    delta += _exec_delta(f, new_us, n_req, base.observed_stage_us)
     return delta
 
 
-def _placement_swap(f: OpArrays, c: OpArrays, n_req: int) -> F64:
+def _placement_swap(f: OpArrays, c: OpArrays, n_req: int, observed: F64) -> F64:
     """(n_req, 5) change of stage op time when failing ops get the comparator's placement:
     the shards of one op spread over distinct cores in the comparator's row shares."""
     sel = np.flatnonzero((f.stage == _EXEC) & (f.core >= 0) & np.isfinite(f.m))
     csel = np.flatnonzero((c.stage == _EXEC) & (c.core >= 0) & np.isfinite(c.m))
     if not sel.size or not csel.size:
         return np.zeros((n_req, len(STAGES)))
-    fn, cn = _names(f), _names(c)
-    vocab = {n: i for i, n in enumerate(sorted(set(fn) | set(cn)))}
-    f_code = np.array([vocab[fn[i]] for i in sel], dtype=np.int64)
-    c_code = np.array([vocab[cn[i]] for i in csel], dtype=np.int64)
+    f_all, c_all, vocab = joint_name_codes(f, c, kernel_fallback=True)
+    f_code, c_code = f_all[sel], c_all[csel]
     nv = len(vocab)
     n_core = int(max(f.core.max(), c.core.max())) + 1
     # Comparator: median share of each core in an op's rows, per op name.
@@ -468,7 +479,7 @@ def _placement_swap(f: OpArrays, c: OpArrays, n_req: int) -> F64:
     new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - f.m[sel], 0.0), 0.0)
     cores = f.core.copy()
     cores[sel] = np.where(ok, new_core, f.core[sel]).astype(cores.dtype)
-    return _exec_delta(f, new_us, n_req, replace(f, core=cores))
+    return _exec_delta(f, new_us, n_req, observed, replace(f, core=cores))
 
 
 def _policy(q: QueueState, req: RequestArrays) -> tuple[int, float]:
@@ -711,8 +722,9 @@ def _localize_triggered(
             **common,
         )
 
-    rf, rc = replay(failing, hw), replay(comparator, hw)
-    res_f, res_c = _residuals(failing, rf, hw), _residuals(comparator, rc, hw)
+    # One replay at a time, dropped once its residuals are out: each holds per-op costs.
+    res_f = _residuals(failing, replay(failing, hw), hw)
+    res_c = _residuals(comparator, replay(comparator, hw), hw)
 
     # Residual shift per stage (batch-level stages tested once per batch: members share them),
     # with the share of the tail gap that removing the shift from the stage takes away.
@@ -750,8 +762,9 @@ def _localize_triggered(
         explained["ingress"] = _gap_share(own, swapped, gaps)
         if m is not None:
             timing = _timing(comparator.ops, m.c_name_code)
+            base = _swap_base(failing.ops, comparator.ops, n_req, m)
             for part in ("compile", "kernel", "fusion", "all"):
-                d = _lowering_swap(failing.ops, comparator.ops, n_req, part, m, timing)
+                d = _lowering_swap(failing.ops, comparator.ops, n_req, part, m, timing, base)
                 cf = f_stage.copy()
                 cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
                 sh = _gap_share(base_lat, requeue(fq, cf), gaps)
@@ -759,7 +772,7 @@ def _localize_triggered(
                     explained["lowering"] = sh
                 else:
                     parts[part] = _mean_share(sh)
-            d = _placement_swap(failing.ops, comparator.ops, n_req)
+            d = _placement_swap(failing.ops, comparator.ops, n_req, base.observed_stage_us)
             cf = f_stage.copy()
             cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
             explained["scheduling"] = _gap_share(base_lat, requeue(fq, cf), gaps)

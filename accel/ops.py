@@ -40,10 +40,48 @@ class OpArrays:
     kernel: list[str] = field(default_factory=list)  # kernel name per op ('' unknown)
     # logical op name per op (the event name, '' unknown): matches an op across runs
     name: list[str] = field(default_factory=list)
+    # `name` dictionary-encoded (code per op into name_vocab), when the loader has it: grouping
+    # ops by name then never touches millions of Python strings. Empty: derived from `name`.
+    name_code: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    name_vocab: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
         return int(self.req.shape[0])
+
+
+def name_codes(ops: OpArrays, *, kernel_fallback: bool = False) -> tuple[I64, list[str]]:
+    """(code per op, sorted vocabulary of the names present) of ops.name; kernel names stand in
+    for missing names when kernel_fallback, else every op is named ''."""
+    if ops.name_code.shape[0] == ops.size and ops.name_vocab:
+        codes, vocab = ops.name_code, list(ops.name_vocab)
+    else:
+        names = ops.name
+        if len(names) != ops.size:
+            names = ops.kernel if kernel_fallback and len(ops.kernel) == ops.size else []
+        if not names:
+            return np.zeros(ops.size, dtype=np.int64), [""] if ops.size else []
+        seen: dict[str, int] = {}
+        codes = np.fromiter((seen.setdefault(s, len(seen)) for s in names), np.int64, ops.size)
+        vocab = list(seen)
+    # Renumber to the sorted names that occur: codes then do not depend on where they came from.
+    present = sorted({vocab[i] for i in np.flatnonzero(np.bincount(codes, minlength=len(vocab)))})
+    index = {name: k for k, name in enumerate(present)}
+    remap = np.array([index.get(name, -1) for name in vocab], dtype=np.int64)
+    return remap[codes], present
+
+
+def joint_name_codes(
+    a: OpArrays, b: OpArrays, *, kernel_fallback: bool = False
+) -> tuple[I64, I64, list[str]]:
+    """name_codes of two runs over one sorted vocabulary (the names of either)."""
+    ca, va = name_codes(a, kernel_fallback=kernel_fallback)
+    cb, vb = name_codes(b, kernel_fallback=kernel_fallback)
+    vocab = sorted(set(va) | set(vb))
+    index = {s: i for i, s in enumerate(vocab)}
+    ra = np.array([index[s] for s in va], dtype=np.int64)
+    rb = np.array([index[s] for s in vb], dtype=np.int64)
+    return ra[ca], rb[cb], vocab
 
 
 @dataclass(frozen=True)

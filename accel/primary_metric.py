@@ -19,13 +19,13 @@ Buckets: requests whose shape key was compiled ahead of serving ("seen") and the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from accel.cost import op_times
+from accel.cost import OpCost, op_times, retimed
 from accel.localize import observed_queue, requeue
-from accel.ops import F64, I64, OpArrays, RunArrays
+from accel.ops import F64, I64, OpArrays, RunArrays, name_codes
 from accel.profiles import HardwareProfile
 from accel.replay import stage_times
 from accel.stages import STAGE_CODE
@@ -76,39 +76,41 @@ def _kernel_ops(ops: OpArrays) -> I64:
     return np.flatnonzero((ops.stage == _EXEC) & (ops.core >= 0) & np.isfinite(ops.m))
 
 
-def _names(ops: OpArrays) -> list[str]:
-    return ops.name if len(ops.name) == ops.size else [""] * ops.size
-
-
-def _regret(ops: OpArrays, hw: HardwareProfile, sel: I64) -> F64:
-    """Per op in `sel`: (model time of its tile - best tile of the run's menu) / its time."""
+def _regret(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost) -> F64:
+    """Per op in `sel`: (model time of its tile - best tile of the run's menu) / its time;
+    cost = op_times(ops, hw)."""
     tuned = sel[~ops.fallback[sel] & np.isfinite(ops.tile_m[sel])]
     out = np.full(ops.size, np.nan)
     if not tuned.size:
         return out[sel]
-    used = np.stack((ops.tile_m[tuned], ops.tile_n[tuned]), axis=1)
-    menu = np.unique(np.concatenate((used, np.asarray(STANDARD_TILES, dtype=np.float64))), axis=0)
-    base = op_times(ops, hw).predicted_us
-    best = base.copy()
-    for tm, tn in menu:
-        tile_m, tile_n = ops.tile_m.copy(), ops.tile_n.copy()
-        tile_m[tuned], tile_n[tuned] = tm, tn
-        alt = op_times(replace(ops, tile_m=tile_m, tile_n=tile_n), hw).predicted_us
-        best[tuned] = np.minimum(best[tuned], alt[tuned])
-    ok = tuned[base[tuned] > 0]
-    out[ok] = (base[ok] - best[ok]) / base[ok]
+    # Distinct (tm, tn) pairs as complex numbers: a 1-d unique is far cheaper than axis=0. Pairs
+    # with a NaN collapse into one, which is harmless: a NaN tile means untiled whatever tm is.
+    used = np.empty(tuned.size, dtype=np.complex128)
+    used.real, used.imag = ops.tile_m[tuned], ops.tile_n[tuned]
+    std = np.asarray([complex(tm, tn) for tm, tn in STANDARD_TILES])
+    menu = [(float(t.real), float(t.imag)) for t in np.unique(np.concatenate((used, std)))]
+    base = cost.predicted_us
+    best = base[tuned]
+    for alt in retimed(ops, cost, tuned, hw, tiles=menu):
+        np.minimum(best, alt, out=best)
+    ok = base[tuned] > 0
+    t_ok = tuned[ok]
+    out[t_ok] = (base[t_ok] - best[ok]) / base[t_ok]
     return out[sel]
 
 
 def _curves(ops: OpArrays, sel: I64, code: I64) -> dict[int, tuple[F64, F64]]:
     """Observed time vs M per op name, median per M, over `sel`."""
     out: dict[int, tuple[F64, F64]] = {}
-    t = np.nan_to_num(ops.observed_us, nan=0.0)
-    for c in np.unique(code[sel]):
-        g = sel[code[sel] == c]
-        mm = np.round(ops.m[g]).astype(np.int64)
-        order = np.lexsort((t[g], mm))
-        mk, tk = mm[order], t[g][order]
+    # Only the ops in `sel` are read, each column taken once (not once per name).
+    code_sel = code[sel]
+    t_sel = np.nan_to_num(ops.observed_us[sel], nan=0.0)
+    m_sel = np.round(ops.m[sel]).astype(np.int64)
+    for c in np.unique(code_sel):
+        g = code_sel == c
+        mm, tt = m_sel[g], t_sel[g]
+        order = np.lexsort((tt, mm))
+        mk, tk = mm[order], tt[order]
         starts = np.flatnonzero(np.concatenate(([True], mk[1:] != mk[:-1])))
         counts = np.diff(np.append(starts, mk.size))
         med = 0.5 * (tk[starts + (counts - 1) // 2] + tk[starts + counts // 2])
@@ -137,10 +139,10 @@ def primary_metric(
     seen_req = np.array([k in run.compiled_shapes for k in req.shape_key], dtype=bool)
     if not run.compiled_shapes:
         seen_req[:] = True  # nothing known about compile-time shapes: one bucket
-    names = _names(ops)
-    vocab = {s: i for i, s in enumerate(sorted(set(names)))}
-    code = np.array([vocab[s] for s in names], dtype=np.int64)
+    code = name_codes(ops)[0]
     kern = _kernel_ops(ops)
+    cost_model = op_times(ops, hw)  # once: the regret and the fallback penalty both re-cost ops
+    regret = _regret(ops, hw, kern, cost_model)
     obs = np.nan_to_num(ops.observed_us, nan=0.0)
 
     # Counterfactual op times: tuned kernels (from non-fallback ops) and generic kernels (from
@@ -157,11 +159,12 @@ def primary_metric(
         as_tuned[drift_ops] = np.where(fb & np.isfinite(t_tuned), t_tuned, obs[drift_ops])
         # A static plan without generic-kernel evidence runs the tuned kernel's time scaled by
         # the cost model's fallback penalty.
-        pen = _fallback_penalty(ops, hw, drift_ops)
+        pen = _fallback_penalty(ops, hw, drift_ops, cost_model)
         guess = obs[drift_ops] * pen
         as_generic[drift_ops] = np.where(
             fb, obs[drift_ops], np.where(np.isfinite(t_generic), t_generic, guess)
         )
+    del cost_model  # per-op costs of the whole run: not held through the rest
 
     recompiles = ops.recompile & (ops.stage == _LOW)
     rc_us = float(np.median(obs[recompiles])) if recompiles.any() else math.nan
@@ -190,7 +193,6 @@ def primary_metric(
     lat_static = requeue(q, static)
     paid = adapted[:, _LOW] - stage[:, _LOW] + low_rc
 
-    regret = _regret(ops, hw, kern)
     pred = ops.predicted_us[kern]
     buckets: dict[str, BucketMetric] = {}
     for name, mask in (("seen", seen_req), ("drifted", ~seen_req)):
@@ -229,12 +231,11 @@ def primary_metric(
     return PrimaryMetric(run.run_id, hw.name, buckets, cost if known else math.nan)
 
 
-def _fallback_penalty(ops: OpArrays, hw: HardwareProfile, sel: I64) -> F64:
-    """Cost-model slowdown of running these ops on a generic (fallback) kernel."""
-    fb = ops.fallback.copy()
-    fb[sel] = True
-    base = op_times(ops, hw).predicted_us[sel]
-    generic = op_times(replace(ops, fallback=fb), hw).predicted_us[sel]
+def _fallback_penalty(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost) -> F64:
+    """Cost-model slowdown of running these ops on a generic (fallback) kernel;
+    cost = op_times(ops, hw)."""
+    base = cost.predicted_us[sel]
+    generic = next(retimed(ops, cost, sel, hw, fallback=True))
     return np.asarray(np.where(base > 0, generic / base, 1.0), dtype=np.float64)
 
 

@@ -148,16 +148,19 @@ def load_ops(
 
     def col(name: str, dtype: type[np.generic]) -> np.ndarray:
         values = columns.pop(name)
-        arr = _f64(values) if dtype is np.float64 else np.asarray(values.to_numpy(), dtype=dtype)
-        out: np.ndarray = arr if sel is None else arr[sel]
+        # Without nulls (most columns) Arrow hands over its values as they are: one copy less.
+        arr = _f64(values) if dtype is np.float64 and values.null_count else values.to_numpy()
+        out: np.ndarray = (arr if sel is None else arr[sel]).astype(dtype, copy=False)
         return out
 
     # Parse each distinct text once; the trailing NaN entry serves id -1.
-    shape_ids, tile_ids = col("shape_id", np.int64), col("tile_id", np.int64)
+    shape_ids, tile_ids = col("shape_id", np.int32), col("tile_id", np.int32)
     mn = [parse_shape_mn(v) for v in values["shape"]] + [(math.nan, math.nan)]
     tiles = [parse_tile(v) for v in values["tile"]] + [(math.nan, math.nan)]
     kernel_names = np.array([*values["kernel"], ""], dtype=object)
     op_names = np.array([*values["name"], ""], dtype=object)
+    name_id = col("name_id", np.int32)
+    name_code = np.where(name_id < 0, len(values["name"]), name_id).astype(np.int32)  # -1: ''
     return OpArrays(
         req=col("req", np.int64) if renumber is None else renumber[col("req", np.int64)],
         stage=col("stage", np.int8),
@@ -175,7 +178,9 @@ def load_ops(
         recompile=col("recompile", np.bool_),
         predicted_us=col("predicted_us", np.float64),
         kernel=kernel_names[col("kernel_id", np.int64)].tolist(),
-        name=op_names[col("name_id", np.int64)].tolist(),
+        name=op_names[name_code].tolist(),
+        name_code=name_code,
+        name_vocab=tuple(op_names.tolist()),
     )
 
 
@@ -238,6 +243,8 @@ def drop_requests(run: RunArrays, request_ids: Collection[str]) -> RunArrays:
         predicted_us=ops.predicted_us[op_keep],
         kernel=_kept(ops.kernel, op_keep),
         name=_kept(ops.name, op_keep),
+        name_code=ops.name_code[op_keep] if ops.name_code.size == ops.size else ops.name_code,
+        name_vocab=ops.name_vocab,
     )
     kept_req = RequestArrays(
         request_id=[r for r, k in zip(req.request_id, keep, strict=True) if k],

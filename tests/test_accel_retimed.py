@@ -1,0 +1,78 @@
+"""accel.cost.retimed (re-costing a subset of ops with another tile or fallback flag) and
+accel.ops.name_codes: the shortcuts must give exactly what the long way gives."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from accel_reference import random_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accel.cost import CostParams, op_times, retimed
+from accel.ops import joint_name_codes, name_codes
+from accel.profiles import PROFILES, get_profile
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    profile=st.sampled_from(sorted(PROFILES)),
+    tile=st.sampled_from([(64.0, 64.0), (128.0, 256.0), (16.0, float("nan"))]),
+    overlap=st.floats(0.0, 1.0),
+)
+def test_retimed_equals_full_op_times(
+    seed: int, profile: str, tile: tuple[float, float], overlap: float
+) -> None:
+    run = random_run(seed, 8, 30, nan_share=0.1)
+    ops, hw, params = run.ops, get_profile(profile), CostParams(overlap=overlap)
+    base = op_times(ops, hw, params)
+    sel = np.flatnonzero(np.random.default_rng(seed).random(ops.size) < 0.6)
+    tile_m, tile_n = ops.tile_m.copy(), ops.tile_n.copy()
+    tile_m[sel], tile_n[sel] = tile
+    want = op_times(replace(ops, tile_m=tile_m, tile_n=tile_n), hw, params).predicted_us[sel]
+    (got,) = retimed(ops, base, sel, hw, params, tiles=[tile])
+    np.testing.assert_array_equal(got, want)  # same arithmetic in the same order: bit-exact
+    fallback = ops.fallback.copy()
+    fallback[sel] = True
+    want = op_times(replace(ops, fallback=fallback), hw, params).predicted_us[sel]
+    np.testing.assert_array_equal(next(retimed(ops, base, sel, hw, params, fallback=True)), want)
+
+
+def test_retimed_yields_one_array_per_tile() -> None:
+    run = random_run(3, 4, 20)
+    hw = get_profile("h100")
+    sel = np.arange(run.ops.size)
+    out = list(retimed(run.ops, op_times(run.ops, hw), sel, hw, tiles=[(64, 64), (256, 128)]))
+    assert len(out) == 2 and all(a.shape == (run.ops.size,) for a in out)
+
+
+def test_name_codes_from_lists_and_from_store_codes_agree() -> None:
+    run = random_run(5, 4, 10)
+    names = [f"op{i % 7}" if i % 5 else "" for i in range(run.ops.size)]
+    plain = replace(run.ops, name=names)
+    codes, vocab = name_codes(plain)
+    assert vocab == sorted(set(names)) and [vocab[c] for c in codes] == names
+    # Store-style codes: an unsorted vocabulary with unused and repeated entries.
+    store_vocab = ("zz-unused", *sorted(set(names), reverse=True), "")
+    index = {s: i for i, s in enumerate(store_vocab[:-1])}
+    coded = replace(
+        plain,
+        name_code=np.array([index[s] for s in names], dtype=np.int32),
+        name_vocab=store_vocab,
+    )
+    c2, v2 = name_codes(coded)
+    assert v2 == vocab and np.array_equal(c2, codes)
+    other = replace(run.ops, name=[f"op{i % 3 + 5}" for i in range(run.ops.size)])
+    a, b, joint = joint_name_codes(coded, other)
+    assert joint == sorted(set(names) | set(other.name))
+    assert [joint[i] for i in a] == names and [joint[i] for i in b] == other.name
+
+
+def test_name_codes_fall_back_to_kernels_or_empty() -> None:
+    run = random_run(7, 2, 5)
+    ops = replace(run.ops, name=[], kernel=["k"] * run.ops.size)
+    assert name_codes(ops, kernel_fallback=True)[1] == ["k"]
+    codes, vocab = name_codes(ops)
+    assert vocab == [""] and not codes.any()
