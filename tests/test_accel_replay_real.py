@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ingest_helpers import TRACES
 
 from accel.profiles import get_profile
 from accel.replay import conditional_replay, replay
@@ -13,10 +14,6 @@ from accel.stages import STAGES
 from workbench.cli.main import main as workbench
 from workbench.store import db
 from workbench.store.arrays import load_run_arrays
-
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-if not TRACES.is_dir():
-    TRACES = Path("/work/shared/traces")
 
 
 @pytest.fixture(scope="module")

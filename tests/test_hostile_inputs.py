@@ -7,11 +7,12 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from ingest_helpers import MI250
 from triage_stores import RunSpec, write_run
 
 from workbench.cli.main import COMMANDS, main
 
-TRACE = Path("/work/shared/traces/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+TRACE = MI250
 
 
 def _hostile(canary: Path) -> list[str]:

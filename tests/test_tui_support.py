@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # The bundled sample store; WORKBENCH_TEST_STORE points the app tests at another store.
 SAMPLE_STORE = Path(os.environ.get("WORKBENCH_TEST_STORE", str(ROOT / "sample_traces")))
-TRACES = Path("/work/shared/traces")
+TRACES = ROOT.parent / "shared" / "traces"  # beside the checkout, as in CI
 FIXED_NOW = datetime(2026, 1, 15, 9, 30, tzinfo=UTC)
 # Textual's own slow-handler threshold (ms); the issue sets it to 200.
 SLOW_MS = max(100, int(os.environ.get("TEXTUAL_SLOW_THRESHOLD", "200")))
