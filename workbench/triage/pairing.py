@@ -153,7 +153,7 @@ def rank_comparators(
             reasons.append(
                 "differs only in "
                 + ", ".join(f"{m.key} {m.failing_value} -> {m.other_value}" for m in inferred)
-                + ": isolates that change (name it with --suspect)"
+                + ": isolates that change, taken as the suspect"
             )
         elif suspect is None and repeats_suspect:
             reasons.append(
