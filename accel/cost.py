@@ -26,10 +26,10 @@ from numpy.typing import NDArray
 
 from accel.ops import F64, I64, B, OpArrays
 from accel.profiles import HardwareProfile
-from accel.stages import MEM_TIER_CODE, MEM_TIERS
+from accel.stages import MEM_TIER_CODE
 
 _US = 1e6
-_CHUNK = 1 << 16
+CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class OpCost:
 def _positive(x: F64) -> F64:
     """x where finite and > 0, else 0 (fmax maps NaN and negatives to 0 in one pass)."""
     out = np.fmax(x, 0.0)
-    if np.isinf(out).any():
+    if out.size and out.max() == np.inf:
         out[np.isinf(out)] = 0.0
     return out
 
@@ -98,10 +98,9 @@ def dense_ids(key: I64) -> tuple[I64, int]:
     return inv.ravel().astype(np.int64), int(uniq.size)
 
 
-def _group_key(ops: OpArrays, fused: NDArray[np.intp]) -> tuple[I64, int]:
-    """A key per fused op, equal exactly for ops of one (request, fusion group) instance, in
-    0..k-1 with k small enough to index a table (at most ~4 keys per op)."""
-    req, fg = ops.req[fused], ops.fusion_group[fused]
+def _group_key(req: I64, fg: I64) -> tuple[I64, int]:
+    """A key per fused op (its request and fusion group), equal exactly for ops of one
+    instance, in 0..k-1 with k small enough to index a table (at most ~4 keys per op)."""
     width = int(fg.max()) + 1
     if width * (int(req.max()) + 1) < 2**62:
         key = req * width + fg
@@ -120,14 +119,14 @@ def group_instance(ops: OpArrays) -> I64:
     fused = np.flatnonzero(ops.fusion_group >= 0)
     out = np.full(ops.size, -1, dtype=np.int64)
     if fused.size:
-        out[fused] = dense_ids(_group_key(ops, fused)[0])[0]
+        out[fused] = dense_ids(_group_key(ops.req[fused], ops.fusion_group[fused])[0])[0]
     return out
 
 
 def chunks(n: int) -> list[slice]:
-    """Slices of at most _CHUNK ops: temporaries of one chunk stay in cache and are recycled by
+    """Slices of at most CHUNK ops: temporaries of one chunk stay in cache and are recycled by
     the allocator, where whole-run temporaries would page-fault on every fresh 8 MB array."""
-    return [slice(lo, min(n, lo + _CHUNK)) for lo in range(0, n, _CHUNK)]
+    return [slice(lo, min(n, lo + CHUNK)) for lo in range(0, n, CHUNK)]
 
 
 def _quantize(
@@ -173,54 +172,82 @@ def tile_plan(ops: OpArrays, hw: HardwareProfile, params: CostParams = DEFAULT_P
     return TilePlan(tiles=out[0], waves=out[1], wave_efficiency=out[2])
 
 
-def _local_costs(ops: OpArrays, sl: slice, hw: HardwareProfile, p: CostParams, out: OpCost) -> None:
-    """Everything that depends on the op alone, for one chunk; fused groups are fixed up after."""
+def _tier_us_per_byte(hw: HardwareProfile, p: CostParams) -> F64:
+    """Microseconds per byte by tier code read as uint8 (256 entries): sram, hbm, host at their
+    codes; every other code (-1 unknown, codes past MEM_TIERS) reads HBM."""
+    per_byte = np.full(256, _US / (hw.hbm_bw * p.memory_efficiency))
+    per_byte[[MEM_TIER_CODE["sram"], MEM_TIER_CODE["hbm"], MEM_TIER_CODE["host"]]] = [
+        _US / (bw * p.memory_efficiency) for bw in (hw.sram_bw, hw.hbm_bw, hw.host_link_bw)
+    ]
+    return per_byte
+
+
+def _tier_index(tier: NDArray[np.integer]) -> NDArray[np.intp]:
+    """Index of each tier code into _tier_us_per_byte's table (an int8 code read as uint8).
+
+    Converted to intp up front: take() with narrow indices is several times slower."""
+    if tier.dtype == np.int8:
+        return tier.view(np.uint8).astype(np.intp)
+    return np.where((tier < 0) | (tier > 255), 255, tier).astype(np.intp)
+
+
+def _in_range(x: F64) -> B:
+    """0 < x < inf (False for NaN)."""
+    ok = np.greater(x, 0.0)
+    ok &= x < np.inf
+    return ok
+
+
+def _local_costs(
+    ops: OpArrays, sl: slice, hw: HardwareProfile, p: CostParams, out: OpCost, per_byte: F64
+) -> F64:
+    """Everything that depends on the op alone, for one chunk; fused groups are fixed up after.
+
+    per_byte = _tier_us_per_byte(hw, p). Returns the chunk's bytes (NaN, inf, < 0 as 0)."""
     f = _positive(ops.flops[sl])
     b = _positive(ops.bytes[sl])
-    mod = (f > 0) | (b > 0)  # unmodelled ops keep f = b = 0, hence zero compute and memory
-    out.modelled[sl] = mod
+    mod = out.modelled[sl]  # unmodelled ops keep f = b = 0, hence zero compute and memory
+    np.greater(f, 0.0, out=mod)
+    mod |= b > 0
+    out.launched[sl] = mod
 
     vec_us = _US / (hw.vector_flops * p.compute_efficiency)
     mat_us = _US / (hw.peak_dense_bf16_flops * p.compute_efficiency)
+    on_matrix_factor = 1.0 + (mat_us / vec_us - 1.0)
     compute = out.compute_us[sl]
     np.multiply(f, vec_us, out=compute)
-    # Candidates for the matrix unit: known output shape, not a generic fallback kernel.
+    # Candidates for the matrix unit: known output shape, not a generic fallback kernel. Tiled
+    # candidates always go to it, the others when dense enough; masks over the whole chunk are
+    # cheaper than gathering the (usually many) candidates.
     m, nn = ops.m[sl], ops.n[sl]
-    cand = np.flatnonzero(
-        mod & ~ops.fallback[sl] & (m > 0) & (nn > 0) & (m < np.inf) & (nn < np.inf)
-    )
-    cm, cn = m[cand], nn[cand]
-    ctm, ctn = ops.tile_m[sl][cand], ops.tile_n[sl][cand]
-    has_tile = np.flatnonzero((ctm > 0) & (ctn > 0) & (ctm < np.inf) & (ctn < np.inf))
-    outputs = cm * cn
-    on_matrix = f[cand] >= p.matrix_min_flops_per_output * outputs
-    on_matrix[has_tile] = True
+    cand = _in_range(m)
+    cand &= _in_range(nn)
+    cand &= mod
+    cand &= ~ops.fallback[sl]
+    tile_ok = _in_range(ops.tile_m[sl])
+    tile_ok &= _in_range(ops.tile_n[sl])
     matrix = out.matrix_unit[sl]
-    matrix.fill(False)
-    np.put(matrix, cand[on_matrix], True)
-    factor = 1.0 + on_matrix * (mat_us / vec_us - 1.0)
+    np.greater_equal(f, p.matrix_min_flops_per_output * (m * nn), out=matrix)
+    matrix &= ~tile_ok
+    matrix &= cand  # untiled matrix-unit ops
+    # factor = 1 + on_matrix * (ratio - 1): arithmetic on the mask beats a masked multiply,
+    # which branches per element.
+    factor = matrix * (mat_us / vec_us - 1.0)
+    factor += 1.0
+    compute *= factor
+    cand &= tile_ok
+    matrix |= cand
+    tiled = np.flatnonzero(cand)
 
     # Work actually issued: every slot of every wave runs a full tm x tn tile.
-    tm, tn = ctm[has_tile], ctn[has_tile]
-    _, t_waves, slots = _quantize(cm[has_tile], cn[has_tile], tm, tn, hw, p)
-    factor[has_tile] *= t_waves * slots * tm * tn / outputs[has_tile]
-    compute[cand] *= factor
+    tm, tn = ops.tile_m[sl][tiled], ops.tile_n[sl][tiled]
+    tiled_m, tiled_n = m[tiled], nn[tiled]
+    _, t_waves, slots = _quantize(tiled_m, tiled_n, tm, tn, hw, p)
+    issued = t_waves * slots * tm * tn / (tiled_m * tiled_n)
+    compute[tiled] *= on_matrix_factor * issued
 
-    # Microseconds per byte by tier code; index -1 (unknown) reads the last entry: HBM.
-    per_byte = np.empty(len(MEM_TIERS) + 1)
-    per_byte[[MEM_TIER_CODE["sram"], MEM_TIER_CODE["hbm"], MEM_TIER_CODE["host"], -1]] = (
-        hw.sram_bw,
-        hw.hbm_bw,
-        hw.host_link_bw,
-        hw.hbm_bw,
-    )
-    per_byte = _US / (per_byte * p.memory_efficiency)
-    tier = ops.mem_tier[sl]
-    if int(tier.min()) < -1 or int(tier.max()) >= len(MEM_TIERS):
-        tier = np.where((tier < -1) | (tier >= len(MEM_TIERS)), -1, tier).astype(np.int8)
     memory = out.memory_us[sl]
-    np.multiply(b, per_byte[tier], out=memory)
-    out.launched[sl] = mod
+    np.multiply(b, per_byte.take(_tier_index(ops.mem_tier[sl])), out=memory)
 
     # t = c + m - rho * min(c, m) + launch; exactly 0 for unmodelled ops, which then get their
     # observed time (NaN -> 0) added.
@@ -231,52 +258,81 @@ def _local_costs(ops: OpArrays, sl: slice, hw: HardwareProfile, p: CostParams, o
     pred += memory
     pred += mod * hw.launch_overhead_us
     observed = ops.observed_us[sl]
-    if not np.isfinite(observed).all():
+    if not np.isfinite(observed.sum()):  # a NaN or inf among them (or an overflowing sum)
         observed = np.nan_to_num(observed, nan=0.0)
     pred += observed * ~mod
+    return b
 
 
-def _group_costs(ops: OpArrays, hw: HardwareProfile, p: CostParams, out: OpCost) -> None:
+@dataclass
+class _Fused:
+    """Modelled fused ops gathered chunk by chunk, while their chunk is in cache."""
+
+    index: list[NDArray[np.intp]]
+    req: list[I64]
+    group: list[I64]
+    bytes: list[F64]
+
+    def add(self, ops: OpArrays, sl: slice, out: OpCost, b: F64) -> None:
+        group = ops.fusion_group[sl]
+        idx = np.flatnonzero(out.modelled[sl] & (group >= 0))
+        if idx.size:
+            self.index.append(idx + sl.start)
+            self.req.append(ops.req[sl][idx])
+            self.group.append(group[idx])
+            self.bytes.append(b[idx])
+
+
+def _group_costs(hw: HardwareProfile, p: CostParams, out: OpCost, fused_ops: _Fused) -> None:
     """Spill traffic and launch sharing of fused group instances (they may span chunks)."""
-    fused = np.flatnonzero(out.modelled & (ops.fusion_group >= 0))
-    if not fused.size:
+    if not fused_ops.index:
         return
-    key, n_keys = _group_key(ops, fused)
-    bf = _positive(ops.bytes[fused])
+    fused = np.concatenate(fused_ops.index)
+    key, n_keys = _group_key(np.concatenate(fused_ops.req), np.concatenate(fused_ops.group))
+    bf = np.concatenate(fused_ops.bytes)
     working = np.bincount(key, weights=bf, minlength=n_keys)
     excess = np.maximum(working - hw.onchip_bytes * p.onchip_share, 0.0)
+    c, m = out.compute_us[fused], out.memory_us[fused]
     over = np.flatnonzero(excess[key] > 0)  # working > capacity >= 0: no division by zero
     if over.size:
         k_over = key[over]
         spill = excess[k_over] * p.spill_factor * bf[over] / working[k_over]
         out.spill_bytes[fused[over]] = spill
-        out.memory_us[fused[over]] += spill * (_US / (hw.hbm_bw * p.memory_efficiency))
+        m[over] += spill * (_US / (hw.hbm_bw * p.memory_efficiency))
+        out.memory_us[fused[over]] = m[over]
     # One launch per group instance, on its first modelled op in array order.
-    first = np.full(n_keys, ops.size, dtype=np.int64)
-    np.minimum.at(first, key, fused)
-    out.launched[fused] = False
-    out.launched[first[first < ops.size]] = True
-    c, m = out.compute_us[fused], out.memory_us[fused]
-    launch = out.launched[fused] * hw.launch_overhead_us
+    first = np.full(n_keys, fused.size, dtype=np.int64)
+    np.minimum.at(first, key, np.arange(fused.size))
+    launched = np.zeros(fused.size, dtype=np.bool_)
+    launched[first[first < fused.size]] = True
+    out.launched[fused] = launched
+    launch = launched * hw.launch_overhead_us
     out.predicted_us[fused] = c + m - p.overlap * np.minimum(c, m) + launch
 
 
 def op_times(ops: OpArrays, hw: HardwareProfile, params: CostParams = DEFAULT_PARAMS) -> OpCost:
     """Predicted time of every op of a run on `hw` (see the module docstring for the model)."""
     n = ops.size
+    # Two blocks rather than seven arrays: fewer, larger allocations that the allocator keeps
+    # for the next call, where seven fresh 8 MB arrays page-fault on every run.
+    times = np.empty((4, n))
+    flags = np.empty((3, n), dtype=np.bool_)
     out = OpCost(
-        predicted_us=np.empty(n),
-        modelled=np.empty(n, dtype=np.bool_),
-        compute_us=np.empty(n),
-        memory_us=np.empty(n),
-        spill_bytes=np.zeros(n),
-        launched=np.empty(n, dtype=np.bool_),
+        predicted_us=times[0],
+        modelled=flags[0],
+        compute_us=times[1],
+        memory_us=times[2],
+        spill_bytes=times[3],
+        launched=flags[1],
         launch_overhead_us=hw.launch_overhead_us,
-        matrix_unit=np.empty(n, dtype=np.bool_),
+        matrix_unit=flags[2],
     )
+    per_byte = _tier_us_per_byte(hw, params)
+    fused = _Fused([], [], [], [])
     for sl in chunks(n):
-        _local_costs(ops, sl, hw, params, out)
-    _group_costs(ops, hw, params, out)
+        out.spill_bytes[sl] = 0.0  # chunk by chunk, while the chunk's lines are being written
+        fused.add(ops, sl, out, _local_costs(ops, sl, hw, params, out, per_byte))
+    _group_costs(hw, params, out, fused)
     return out
 
 
@@ -332,13 +388,14 @@ def retimed(
         matrix_unit=np.empty(n, dtype=np.bool_),
     )
     variants: list[tuple[float, float] | None] = [*tiles] if tiles else [None]
+    per_byte = _tier_us_per_byte(hw, params)
     for tile in variants:
         if tile is not None:  # the one tile buffer pair is refilled per variant
             tile_m.fill(tile[0])
             tile_n.fill(tile[1])
         out = replace(scratch, predicted_us=np.empty(n))
         for sl in chunks(n):
-            _local_costs(sub, sl, hw, params, out)
+            _local_costs(sub, sl, hw, params, out, per_byte)
         # Same arithmetic, in the same order, as op_times: _group_costs' formula for fused ops
         # with base's memory (spill included) and launch, _local_costs' result for the others.
         if fused.size:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from accel.cost import dense_ids
 from accel.ops import F64, I64
 
 
@@ -75,9 +76,7 @@ def batched_waits(arrival_us: ArrayLike, service_us: ArrayLike, batch_id: I64 | 
     solo = bid < 0
     key = bid.copy()
     key[solo] = bid.max() + 1 + np.arange(int(solo.sum()))
-    _, job = np.unique(key, return_inverse=True)
-    job = job.ravel()
-    n_jobs = int(job.max()) + 1
+    job, n_jobs = dense_ids(key)  # a bincount table where the ids are dense, a sort otherwise
     # Number jobs by their first member's position so that ties in arrival keep input order.
     first = np.full(n_jobs, a.size, dtype=np.int64)
     np.minimum.at(first, job, np.arange(a.size, dtype=np.int64))

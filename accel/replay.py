@@ -22,8 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
-from accel.cost import DEFAULT_PARAMS, CostParams, OpCost, chunks, dense_ids, op_times
+from accel.cost import CHUNK, DEFAULT_PARAMS, CostParams, OpCost, chunks, dense_ids, op_times
 from accel.ops import F64, I64, B, OpArrays, RequestArrays, RunArrays
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
@@ -123,90 +124,109 @@ def _busiest_core(rs: I64, core: I64, t: F64, total: F64, barrier: F64) -> None:
     barrier[cell] = peak - mean
 
 
+_LANES = 8  # interleaved partial sums for the few-bin share bincount (see _stage_table)
+
+
+def _stage_code_index(stage: NDArray[np.integer]) -> NDArray[np.intp]:
+    """Index of each op's stage code into a 256-entry table: the code itself for STAGES, >=
+    N_STAGES for every other code (-1 unattributed, unknown codes)."""
+    if stage.dtype == np.int8:  # read as uint8: -1 and other negatives land past STAGES
+        return stage.view(np.uint8).astype(np.intp)
+    return np.where((stage >= 0) & (stage < N_STAGES), stage, 255).astype(np.intp)
+
+
 def _stage_table(
     ops: OpArrays,
     op_us: tuple[F64, ...],
     n_requests: int,
     width: int,
     share_of: B | None = None,
-) -> tuple[list[StageTimes], F64 | None]:
-    """stage_times through one table of (request, stage slot, column) sums and op counts.
+) -> tuple[list[StageTimes], F64 | None] | None:
+    """stage_times through one table of (column, stage slot, request) sums and presence; None
+    when an op's request is outside 0..n_requests-1 (the sparse path then takes the run).
 
     Column 0 sums core-less ops, column c+1 core c; stage slot 5 takes ops of no known stage
-    and is dropped. One bincount per chunk and time array fills it, no gather or sort.
-    With `share_of` (a mask over ops), also returns (2, 6) sums of the last time array per
-    stage slot: over all ops, and over the masked ones.
+    and is dropped. Per chunk, one bincount per time array over the chunk's request range
+    fills it; a (slot, request) plane per column is contiguous, so the busiest-core reduction
+    runs over whole planes. With `share_of` (a mask over ops), also returns (2, 6) sums of the
+    last time array per stage slot: over all ops, and over the masked ones.
     """
     slots = N_STAGES + 1
-    size = n_requests * slots * width
-    sums = [np.zeros(size, dtype=np.float64) for _ in op_us]
-    counts = np.zeros(size, dtype=np.float64)
-    odd_stage = bool(ops.size) and (int(ops.stage.min()) < -1 or int(ops.stage.max()) >= N_STAGES)
-    negative = False
-    shares = np.zeros(2 * slots, dtype=np.float64) if share_of is not None else None
+    tables = [np.zeros((width, slots, n_requests)) for _ in op_us]
+    present = np.zeros((width, slots, n_requests), dtype=np.bool_)
+    negative = [False for _ in op_us]
+    slot_of = np.full(256, N_STAGES, dtype=np.intp)
+    slot_of[:N_STAGES] = np.arange(N_STAGES)
+    shares = np.zeros(_LANES * 2 * slots) if share_of is not None else None
+    # Lane l of the share bincount takes ops l, l+LANES, ...: with one running sum per bin
+    # (only 12 bins) every add would wait for the previous one.
+    lanes = (np.arange(min(ops.size, CHUNK)) % _LANES) * (2 * slots)
     for sl in chunks(ops.size):
-        st = ops.stage[sl].astype(np.int64)
-        if odd_stage:
-            st[(st < 0) | (st >= N_STAGES)] = N_STAGES
-        else:
-            st += (st < 0) * (N_STAGES + 1)  # -1 (unattributed) -> slot 5
-        key = (ops.req[sl] * slots + st) * width + ops.core[sl] + 1
-        lo, hi = int(key.min()), int(key.max())
-        narrow = hi - lo <= 4 * key.size
-        if narrow:
-            key -= lo
-        else:  # ops not grouped by request in this chunk: bin over the whole table
-            lo, hi = 0, size - 1
-        counts[lo : hi + 1] += np.bincount(key, minlength=hi - lo + 1)
-        for total, times in zip(sums, op_us, strict=True):
+        req = ops.req[sl]
+        lo, hi = int(req.min()), int(req.max())
+        if lo < 0 or hi >= n_requests:
+            return None
+        if (hi - lo + 1) * slots * width > 4 * req.size + 4096:
+            lo, hi = 0, n_requests - 1  # ops not grouped by request here: bin over all of them
+        nr = hi - lo + 1
+        code = _stage_code_index(ops.stage[sl])
+        # key = ((core + 1) * slots + slot) * nr + req - lo
+        key = np.multiply(ops.core[sl], slots * nr, dtype=np.intp)
+        key += (slot_of * nr + (slots * nr - lo)).take(code)
+        key += req
+        n_bins = width * slots * nr
+        for table, times, i in zip(tables, op_us, range(len(op_us)), strict=True):
             t = times[sl]
-            if not np.isfinite(t).all():
+            if not np.isfinite(t.sum()):  # one pass; an overflowing sum only costs a copy
                 t = np.nan_to_num(t, nan=0.0)
-            negative = negative or bool((t < 0).any())
-            total[lo : hi + 1] += np.bincount(key, weights=t, minlength=hi - lo + 1)
+            negative[i] = negative[i] or bool(t.min() < 0)
+            part = np.bincount(key, weights=t, minlength=n_bins)
+            table[:, :, lo : hi + 1] += part.reshape(width, slots, nr)
+        seen = np.zeros(n_bins, dtype=np.bool_)
+        seen[key] = True
+        present[:, :, lo : hi + 1] |= seen.reshape(width, slots, nr)
         if shares is not None and share_of is not None:
-            shares += np.bincount(st + slots * share_of[sl], weights=t, minlength=2 * slots)
-    present = counts.reshape(n_requests, slots, width)[:, :N_STAGES, 1:] > 0
-    used = present.sum(axis=2)
+            sk = share_of[sl] * slots
+            sk += slot_of.take(code)
+            sk += lanes[: sk.size]
+            shares += np.bincount(sk, weights=t, minlength=shares.size)
+    cores = present[1:, :N_STAGES]
+    used = np.zeros((N_STAGES, n_requests), dtype=np.intp)
+    for col in cores:
+        used += col
     on_core = used > 0
+    mean_div = np.maximum(used, 1)
     out = []
-    for total in sums:
-        table = total.reshape(n_requests, slots, width)[:, :N_STAGES, :]
-        # Reduce over the core columns one column at a time: a reduction over the short,
-        # strided last axis is several times slower than these whole-plane operations.
-        peak = np.zeros((n_requests, N_STAGES), dtype=np.float64)
-        busy_sum = np.zeros((n_requests, N_STAGES), dtype=np.float64)
-        if negative:  # an empty core column (0) could outrank negative busy times
-            peak.fill(-np.inf)
+    for table, neg in zip(tables, negative, strict=True):
+        peak = np.full((N_STAGES, n_requests), -np.inf if neg else 0.0)
+        busy_sum = np.zeros((N_STAGES, n_requests), dtype=np.float64)
         for col in range(1, width):
-            column = table[:, :, col]
+            column = table[col, :N_STAGES]
             busy_sum += column
-            if negative:
-                np.maximum(peak, np.where(present[:, :, col - 1], column, -np.inf), out=peak)
+            if neg:  # an empty core column (0) could outrank negative busy times
+                np.maximum(peak, np.where(cores[col - 1], column, -np.inf), out=peak)
             else:
                 np.maximum(peak, column, out=peak)
         peak = np.where(on_core, peak, 0.0)
-        mean = busy_sum / np.maximum(used, 1)
-        out.append(
-            StageTimes(
-                stage_us=table[:, :, 0] + peak, barrier_us=np.where(on_core, peak - mean, 0.0)
-            )
-        )
+        barrier = np.where(on_core, peak - busy_sum / mean_div, 0.0)
+        peak += table[0, :N_STAGES]
+        out.append(StageTimes(stage_us=peak.T.copy(), barrier_us=barrier.T.copy()))
     if shares is None:
         return out, None
-    masked = shares[slots:]
-    return out, np.stack((shares[:slots] + masked, masked))
+    lane_sums = shares.reshape(_LANES, 2, slots).sum(axis=0)
+    masked = lane_sums[1]
+    return out, np.stack((lane_sums[0] + masked, masked))
 
 
 def _table_width(ops: OpArrays, n_requests: int) -> int | None:
-    """Core columns of the dense (request, stage, core) table, or None when it does not fit."""
+    """Core columns of the dense (core, stage, request) table, or None when it does not fit
+    (_stage_table checks the requests as it goes)."""
     if not (ops.size and n_requests):
         return None
-    req_ok = int(ops.req.min()) >= 0 and int(ops.req.max()) < n_requests
     core_lo, core_hi = int(ops.core.min()), int(ops.core.max())
     width = max(core_hi, -1) + 2
     fits = n_requests * (N_STAGES + 1) * width <= 4 * ops.size + (1 << 22)
-    return width if req_ok and core_lo >= -1 and fits else None
+    return width if core_lo >= -1 and fits else None
 
 
 def stage_times(ops: OpArrays, op_us: F64, n_requests: int) -> StageTimes:
@@ -216,9 +236,10 @@ def stage_times(ops: OpArrays, op_us: F64, n_requests: int) -> StageTimes:
     times count as 0.
     """
     width = _table_width(ops, n_requests)
-    if width is None:
+    dense = None if width is None else _stage_table(ops, (op_us,), n_requests, width)
+    if dense is None:
         return _stage_times_sparse(ops, op_us, n_requests)
-    return _stage_table(ops, (op_us,), n_requests, width)[0][0]
+    return dense[0][0]
 
 
 def stage_times_pair(
@@ -233,13 +254,18 @@ def _pair_and_shares(
     ops: OpArrays, first_us: F64, second_us: F64, n_requests: int, modelled: B | None
 ) -> tuple[StageTimes, StageTimes, F64 | None]:
     width = _table_width(ops, n_requests)
-    if width is None:
+    dense = (
+        None
+        if width is None
+        else _stage_table(ops, (first_us, second_us), n_requests, width, modelled)
+    )
+    if dense is None:
         return (
             _stage_times_sparse(ops, first_us, n_requests),
             _stage_times_sparse(ops, second_us, n_requests),
             None,
         )
-    (a, b), shares = _stage_table(ops, (first_us, second_us), n_requests, width, modelled)
+    (a, b), shares = dense
     return a, b, shares
 
 
