@@ -30,7 +30,7 @@ import numpy as np
 from accel.ops import F64, I8, I64, B, OpArrays, RequestArrays, RunArrays, joint_name_codes
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
-from accel.replay import Replay, conditional_replay, replay, stage_times
+from accel.replay import COLUMNS, Replay, conditional_replay, replay, stage_times
 from accel.stages import MECHANISMS, STAGE_CODE, STAGES
 from accel.stats import (
     bootstrap_quantile_diff,
@@ -43,6 +43,8 @@ QS: Final[tuple[float, ...]] = (0.95, 0.99)
 QNAMES: Final[tuple[str, ...]] = ("p95", "p99")
 PLAN_STAGES: Final[tuple[str, ...]] = ("ingress", "lowering", "scheduling")
 METHODS: Final[tuple[str, ...]] = ("full", "no_swap", "naive")
+SUMMARY_QS: Final[tuple[float, ...]] = (0.5, 0.95, 0.99)  # quantiles of replay_summary
+SUMMARY_QNAMES: Final[tuple[str, ...]] = ("p50", "p95", "p99")
 
 # Decision thresholds (shares of the tail gap, and test levels); see bench/localize.py.
 SWAP_SHARE: Final[float] = 0.5  # a plan swap must remove at least half of the tail gap
@@ -122,6 +124,9 @@ class Localization:
     manifest_gap_us: dict[str, float] = field(default_factory=dict)  # stage -> p95 own-time gap
     mechanism_scores: dict[str, float] = field(default_factory=dict)
     method: str = "full"
+    # role ("failing", "comparator") -> row (STAGES, "other", "latency") -> replay_summary's
+    # figures; empty when no replay was made (not triggered, or method "naive").
+    replay_summary: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
 class _Common(TypedDict):
@@ -566,6 +571,32 @@ def _residuals(run: RunArrays, rep: Replay, hw: HardwareProfile) -> F64:
     return np.nan_to_num(res, nan=0.0)
 
 
+def _replayed(run: RunArrays, hw: HardwareProfile) -> tuple[F64, dict[str, dict[str, float]]]:
+    """_residuals and replay_summary of one replay of `run` (the replay itself is dropped)."""
+    rep = replay(run, hw)
+    return _residuals(run, rep, hw), replay_summary(rep)
+
+
+def replay_summary(rep: Replay) -> dict[str, dict[str, float]]:
+    """Per column (STAGES, other) and end-to-end "latency": n, observed and predicted
+    p50/p95/p99 in us over the requests whose value was observed, and the modelled share."""
+    obs = np.column_stack((rep.observed_stage_us, rep.observed_latency_us))
+    pred = np.column_stack((rep.predicted_stage_us, rep.predicted_latency_us))
+    share = np.append(rep.stage_modelled_share, rep.modelled_share)
+    seen = np.isfinite(obs)
+    out: dict[str, dict[str, float]] = {}
+    for j, name in enumerate((*COLUMNS, "latency")):
+        # Predicted over the same requests as observed: a paired reading of the model.
+        o = np.atleast_1d(quantile(obs[seen[:, j], j], SUMMARY_QS))
+        p = np.atleast_1d(quantile(pred[seen[:, j], j], SUMMARY_QS))
+        row: dict[str, float] = {"n": int(seen[:, j].sum()), "modelled_share": float(share[j])}
+        for k, qn in enumerate(SUMMARY_QNAMES):
+            row[f"observed_{qn}_us"] = float(o[k])
+            row[f"predicted_{qn}_us"] = float(p[k])
+        out[name] = row
+    return out
+
+
 # --- mechanism features -------------------------------------------------------------------------
 
 
@@ -723,8 +754,8 @@ def _localize_triggered(
         )
 
     # One replay at a time, dropped once its residuals are out: each holds per-op costs.
-    res_f = _residuals(failing, replay(failing, hw), hw)
-    res_c = _residuals(comparator, replay(comparator, hw), hw)
+    res_f, replayed_f = _replayed(failing, hw)
+    res_c, replayed_c = _replayed(comparator, hw)
 
     # Residual shift per stage (batch-level stages tested once per batch: members share them),
     # with the share of the tail gap that removing the shift from the stage takes away.
@@ -825,6 +856,7 @@ def _localize_triggered(
         residual_shift=residual_shift,
         manifest_gap_us=manifest_gap,
         mechanism_scores=scores,
+        replay_summary={"failing": replayed_f, "comparator": replayed_c},
         **common,
     )
 

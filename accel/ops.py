@@ -44,6 +44,9 @@ class OpArrays:
     # ops by name then never touches millions of Python strings. Empty: derived from `name`.
     name_code: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     name_vocab: tuple[str, ...] = ()
+    # `kernel` the same way (the store loader fills both; it may leave the lists empty).
+    kernel_code: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    kernel_vocab: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:

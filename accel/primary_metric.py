@@ -131,9 +131,14 @@ def _lookup(curves: dict[int, tuple[F64, F64]], code: I64, m: F64) -> F64:
 
 
 def primary_metric(
-    run: RunArrays, hw: HardwareProfile, compile_us: float | None = None
+    run: RunArrays,
+    hw: HardwareProfile,
+    compile_us: float | None = None,
+    *,
+    op_cost: OpCost | None = None,
 ) -> PrimaryMetric:
-    """The primary metric of one run, per shape bucket (see the module docstring)."""
+    """The primary metric of one run, per shape bucket (see the module docstring); op_cost:
+    op_times(run.ops, hw) when the caller has it already."""
     ops, req = run.ops, run.requests
     n = req.size
     seen_req = np.array([k in run.compiled_shapes for k in req.shape_key], dtype=bool)
@@ -141,7 +146,8 @@ def primary_metric(
         seen_req[:] = True  # nothing known about compile-time shapes: one bucket
     code = name_codes(ops)[0]
     kern = _kernel_ops(ops)
-    cost_model = op_times(ops, hw)  # once: the regret and the fallback penalty both re-cost ops
+    # once: the regret and the fallback penalty both re-cost ops
+    cost_model = op_times(ops, hw) if op_cost is None else op_cost
     regret = _regret(ops, hw, kern, cost_model)
     obs = np.nan_to_num(ops.observed_us, nan=0.0)
 

@@ -24,6 +24,8 @@ from test_tui_support import (
     watch_handlers,
 )
 
+from accel.stages import STAGES
+
 OWNERS = {"compiler lead": "Ada Compiler", "runtime lead": "Rui Runtime"}
 
 
@@ -95,6 +97,21 @@ async def evidence_and_localize(pilot: Any) -> None:
     )
     text = screen_text(app)
     assert "Origin lowering" in text and "fusion_memory_burst" in text
+    # Replay per stage, at 80x24: every stage row on screen, origin (O) and manifest (M) marked,
+    # the failing run's observed/predicted p99 latency as the attached triage says.
+    keys = table_keys(app, "#replay-table")
+    assert keys == [*STAGES, "other", "latency"]
+    lat = next(r for r in app.incident.triage["replay"]["rows"] if r["id"] == "latency")["failing"]
+    f99 = f"{lat['observed_p99_us'] / 1e3:.2f}/{lat['predicted_p99_us'] / 1e3:.2f}"
+    lines = text.splitlines()
+    assert any(ln.split()[:2] == ["lowering", "O"] for ln in lines if ln.strip())
+    assert any(ln.split()[:2] == ["execution", "M"] for ln in lines if ln.strip())
+    assert any(ln.split()[:1] == ["latency"] and f99 in ln for ln in lines), f99
+    await move_to(pilot, "#replay-table", "execution")
+    await pilot.pause(0.1)
+    text = screen_text(app)
+    assert "execution manifest  n=" in text and "obs-pred shift F-C" in text
+    assert "C obs " in text  # the detail's last line is not cut off
     await pilot.press("right_square_bracket", "right_square_bracket")  # proof, primary metric
     await pilot.press("c")
     await wait_for(pilot, lambda: status(app) == "classified", "classified")

@@ -5,16 +5,21 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Final
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from accel.ops import OpArrays, RequestArrays, RunArrays
 from accel.stages import MEM_TIERS, OTHER, STAGES
 from workbench.errors import WorkbenchError
 from workbench.store import db
+from workbench.store.layout import PART_FILE, partition_dir
 
 Progress = Callable[[str, float], None]
 
@@ -84,10 +89,8 @@ def compiled_shapes(con: duckdb.DuckDBPyConnection, run_id: str) -> frozenset[st
     return frozenset(keys)
 
 
-def load_requests(
-    con: duckdb.DuckDBPyConnection, run_id: str, skip_requests: Collection[str] = ()
-) -> RequestArrays:
-    t = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": list(skip_requests)})
+def _request_arrays(t: pa.Table) -> RequestArrays:
+    """RequestArrays from rows of the run_requests query."""
     stage_cols = [f"{s}_us" for s in (*STAGES, OTHER)]
     stage_us = (
         np.column_stack([_f64(t.column(c)) for c in stage_cols])
@@ -106,81 +109,303 @@ def load_requests(
     )
 
 
-def load_ops(
+def load_requests(
     con: duckdb.DuckDBPyConnection, run_id: str, skip_requests: Collection[str] = ()
+) -> RequestArrays:
+    t = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": list(skip_requests)})
+    return _request_arrays(t)
+
+
+# Columns of the events partition file that make OpArrays (queries/run_ops.sql says what they
+# become; tests/test_triage_speed_loader.py holds this reader to it).
+_OP_COLUMNS: Final[tuple[str, ...]] = (
+    "event_id",
+    "request_id",
+    "stage",
+    "dur_us",
+    "parent_id",
+    "flops",
+    "bytes",
+    "predicted_us",
+    "fusion_group",
+    "core",
+    "fallback",
+    "recompile",
+    "mem_tier",
+    "shape",
+    "tile",
+    "kernel",
+    "name",
+)
+_TEXT_COLUMNS: Final[tuple[str, ...]] = (
+    "request_id",
+    "stage",
+    "mem_tier",
+    "shape",
+    "tile",
+    "kernel",
+    "name",
+)
+_BATCH_ROWS: Final[int] = 1 << 17
+_NULL_REQUEST: Final[int] = -2  # request code of an event without request_id (-1: not loaded)
+
+
+class _Vocab:
+    """Distinct values of one text column, numbered as first met, and which of them op rows
+    use (Arrow dictionaries may hold values no row of the batch has)."""
+
+    def __init__(self, parse: Callable[[str], tuple[float, float]] | None = None) -> None:
+        self.ids: dict[str, int] = {}
+        self.used = np.zeros(0, dtype=np.bool_)
+        self.parse = parse
+        self.parsed: list[tuple[float, float]] = []  # parse(value) per code, when parse is given
+
+    def codes(self, arr: pa.Array) -> npt.NDArray[np.int32]:
+        """Code per row of a dictionary array; -1 where null."""
+        lookup = [-1 if v is None else self.ids.setdefault(v, len(self.ids)) for v in _dict(arr)]
+        if self.parse is not None:
+            self.parsed += [self.parse(v) for v in list(self.ids)[len(self.parsed) :]]
+        return np.asarray([*lookup, -1], dtype=np.int32)[_indices(arr)]
+
+    def pairs(self, codes: npt.NDArray[np.int32]) -> tuple[np.ndarray, np.ndarray]:
+        """The two parsed numbers of each code's value (NaN for -1)."""
+        table = np.asarray([*self.parsed, (math.nan, math.nan)], dtype=np.float64)
+        return table[:, 0][codes], table[:, 1][codes]
+
+    def mark(self, codes: npt.NDArray[np.int32]) -> None:
+        if not codes.size:
+            return
+        used = np.bincount(codes[codes >= 0], minlength=len(self.ids)) > 0
+        self.used = np.pad(self.used, (0, len(self.ids) - self.used.size)) | used
+
+    def sorted_used(self) -> tuple[list[str], npt.NDArray[np.int32]]:
+        """(sorted values that op rows use, their position per code with -1 at the end)."""
+        met = list(self.ids)
+        used = np.pad(self.used, (0, len(met) - self.used.size))
+        present = sorted(v for v, u in zip(met, used, strict=True) if u)
+        index = {v: i for i, v in enumerate(present)}
+        remap = np.asarray([index.get(v, -1) for v in met] + [-1], dtype=np.int32)
+        return present, remap
+
+
+def _dict(arr: pa.Array) -> list[str | None]:
+    values: list[str | None] = arr.dictionary.to_pylist()
+    return values
+
+
+def _indices(arr: pa.Array) -> npt.NDArray[np.int64]:
+    """Dictionary indices of each row, -1 where null."""
+    idx = arr.indices
+    if idx.null_count:
+        idx = pc.fill_null(idx, -1)
+    return np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _lookup(
+    arr: pa.Array | None, n: int, table: dict[str, int], null: int
+) -> npt.NDArray[np.int64]:
+    """table[value] per row of a dictionary array (-1 for values not in it, `null` for nulls)."""
+    if arr is None:
+        return np.full(n, null, dtype=np.int64)
+    lookup = [null if v is None else table.get(v, -1) for v in _dict(arr)]
+    return np.asarray([*lookup, null], dtype=np.int64)[_indices(arr)]
+
+
+def _numbers(arr: pa.Array | None, n: int, fill: float | bool) -> np.ndarray:
+    """Values of a numeric column, `fill` where null (or where the file lacks the column)."""
+    if arr is None:
+        return np.full(n, fill)
+    if arr.null_count:
+        arr = pc.fill_null(arr, pa.scalar(fill, arr.type))
+    return np.asarray(arr.to_numpy(zero_copy_only=False))
+
+
+class _OpReader:
+    """Accumulates the op rows of an events file, batch by batch, into arrays sized for the
+    whole file: no Arrow table of the run and no second copy of a column is ever held."""
+
+    _DTYPES: Final[dict[str, type[np.generic]]] = {
+        "event_id": np.int64,
+        "req": np.int64,
+        "stage": np.int8,
+        "dur_us": np.float64,
+        "flops": np.float64,
+        "bytes": np.float64,
+        "predicted_us": np.float64,
+        "fusion_group": np.int64,
+        "core": np.int32,
+        "fallback": np.bool_,
+        "recompile": np.bool_,
+        "mem_tier": np.int8,
+        "m": np.float64,
+        "n": np.float64,
+        "tile_m": np.float64,
+        "tile_n": np.float64,
+        "kernel": np.int32,
+        "name": np.int32,
+    }
+    # Value for nulls per numeric column; a null duration has no exclusive time (-inf -> 0).
+    _FILL: Final[dict[str, float | bool]] = {
+        "event_id": -1,
+        "dur_us": -math.inf,
+        "flops": math.nan,
+        "bytes": math.nan,
+        "predicted_us": math.nan,
+        "fusion_group": -1,
+        "core": -1,
+        "fallback": False,
+        "recompile": False,
+    }
+
+    def __init__(self, capacity: int, requests: dict[str, int]) -> None:
+        self.cols = {k: np.empty(capacity, dtype=d) for k, d in self._DTYPES.items()}
+        self.n = 0
+        self.requests = requests
+        self.shapes, self.tiles = _Vocab(parse_shape_mn), _Vocab(parse_tile)
+        self.names = {k: _Vocab() for k in ("kernel", "name")}
+        self.parents: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        col = {name: batch.column(name) for name in batch.schema.names}
+        req = _lookup(col.get("request_id"), n, self.requests, _NULL_REQUEST)
+        stage = _lookup(col.get("stage"), n, _STAGE_INDEX, -1)
+        attributed = stage >= 0
+        rows = np.flatnonzero((req >= 0) & attributed)
+        # Rows of skipped or unknown requests still name values (as run_op_values reads them).
+        unloaded = np.flatnonzero((req == -1) & attributed)
+        lo, hi = self.n, self.n + rows.size
+        out = self.cols
+        out["req"][lo:hi] = req[rows]
+        out["stage"][lo:hi] = stage[rows]
+        out["mem_tier"][lo:hi] = _lookup(col.get("mem_tier"), n, _TIER_INDEX, -1)[rows]
+        for name, fill in self._FILL.items():
+            out[name][lo:hi] = _numbers(col.get(name), n, fill)[rows]
+        for name, vocab in self.names.items():
+            codes = vocab.codes(col[name]) if name in col else np.full(n, -1, dtype=np.int32)
+            vocab.mark(codes[unloaded])
+            out[name][lo:hi] = codes[rows]
+        for (a, b), vocab in ((("m", "n"), self.shapes), (("tile_m", "tile_n"), self.tiles)):
+            name = "shape" if vocab is self.shapes else "tile"
+            codes = vocab.codes(col[name]) if name in col else np.full(n, -1, dtype=np.int32)
+            out[a][lo:hi], out[b][lo:hi] = vocab.pairs(codes[rows])
+        parent = col.get("parent_id")
+        if parent is not None and parent.null_count < n:
+            has = np.flatnonzero(_numbers(parent.is_valid(), n, False))
+            # sum(dur_us) over children skips null durations (and is 0 for none)
+            dur = _numbers(col.get("dur_us"), n, 0.0)
+            self.parents.append((_numbers(parent, n, -1)[has].astype(np.int64), dur[has]))
+        self.n = hi
+
+    def finish(self) -> dict[str, np.ndarray]:
+        """The op columns in event order, with exclusive time as "observed_us"."""
+        # Views, not copies: pages past k (rows that were no ops) were never touched, so they
+        # take no memory, where a copy would fault in every page of the run once more.
+        cols = {name: a[: self.n] for name, a in self.cols.items()}
+        self.cols = {}
+        event_id = cols.pop("event_id")
+        # Events are written in id order; a file that is not gets its ops sorted, so that every
+        # sum over them (and so every figure of a triage) is the same from one run to the next.
+        if not bool(np.all(event_id[1:] > event_id[:-1])):
+            order = np.argsort(event_id, kind="stable")
+            event_id = event_id[order]
+            for name in cols:
+                cols[name] = cols[name][order]
+        for name, vocab in self.names.items():
+            vocab.mark(cols[name])
+        dur = cols.pop("dur_us")
+        if self.parents:
+            parent = np.concatenate([p for p, _ in self.parents])
+            weight = np.concatenate([w for _, w in self.parents])
+            ids, inv = np.unique(parent, return_inverse=True)
+            child_us = np.bincount(inv.ravel(), weights=weight, minlength=ids.size)
+            pos = np.minimum(np.searchsorted(ids, event_id), ids.size - 1)
+            hit = (ids[pos] == event_id) & ~np.isneginf(dur)
+            dur[hit] -= child_us[pos[hit]]
+        cols["observed_us"] = np.maximum(dur, 0.0, out=dur)
+        return cols
+
+
+_STAGE_INDEX: Final[dict[str, int]] = {s: i for i, s in enumerate(STAGES)}
+_TIER_INDEX: Final[dict[str, int]] = {t: i for i, t in enumerate(MEM_TIERS)}
+
+
+def _events_file(con: duckdb.DuckDBPyConnection, run_id: str) -> Path:
+    return partition_dir(db.store_of(con), "events", run_id) / PART_FILE
+
+
+def _read_ops(path: Path, requests: dict[str, int]) -> _OpReader:
+    """The op rows of one events partition file (see queries/run_ops.sql for what they are)."""
+    if not path.exists():
+        return _OpReader(0, requests)
+    try:
+        present = set(pq.read_schema(path).names)  # older files may lack columns
+        pf = pq.ParquetFile(path, read_dictionary=[c for c in _TEXT_COLUMNS if c in present])
+        reader = _OpReader(pf.metadata.num_rows, requests)
+        columns = [c for c in _OP_COLUMNS if c in present]
+        for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=columns):
+            reader.add(batch)
+    except (OSError, pa.ArrowException) as exc:
+        raise WorkbenchError(str(path), f"cannot read the run's events: {exc}") from exc
+    return reader
+
+
+def load_ops(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    skip_requests: Collection[str] = (),
+    *,
+    texts: bool = True,
 ) -> OpArrays:
-    stages = list(STAGES)
-    values: dict[str, list[str]] = {"shape": [], "tile": [], "kernel": [], "name": []}
-    for row in db.query(con, "run_op_values", {"run_id": run_id, "stages": stages}).to_pylist():
-        values[row["kind"]].append(row["value"])
-    t = db.query(
-        con,
-        "run_ops",
-        {
-            "run_id": run_id,
-            "stages": stages,
-            "tiers": list(MEM_TIERS),
-            "shapes": values["shape"],
-            "tiles": values["tile"],
-            "kernels": values["kernel"],
-            "names": values["name"],
-        },
-    )
-    # duckdb returns join output in no fixed order: put ops in event order so that every sum
-    # over them, and so every figure of a triage, is the same from one run to the next.
-    event_id = np.asarray(t.column("event_id").to_numpy(), dtype=np.int64)
-    in_order = bool(np.all(event_id[1:] > event_id[:-1]))  # single-threaded scans come sorted
-    sel = None if in_order else np.argsort(event_id, kind="stable")
-    del event_id
-    renumber = None
-    if skip_requests:
-        ids = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": []})
-        skip = set(skip_requests)
-        keep = np.array([r not in skip for r in ids.column("request_id").to_pylist()], dtype=bool)
-        req_all = np.asarray(t.column("req").to_numpy(), dtype=np.int64)
-        kept = np.flatnonzero(keep[req_all if sel is None else req_all[sel]])
-        sel = kept if sel is None else sel[kept]
-        renumber = np.cumsum(keep) - 1
-    # Columns leave the Arrow table as they are converted, so that peak memory holds about one
-    # copy of the ops, not two.
-    columns = {name: t.column(name) for name in t.column_names}
-    del t
+    """The attributed ops of run_id (events with a loaded request and one of the five stages),
+    in event order; `texts` False leaves the per-op name and kernel lists empty (their codes
+    are always there)."""
+    all_ids = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": []})
+    return _load_ops(con, run_id, _request_index(all_ids, skip_requests), texts)
 
-    def col(name: str, dtype: type[np.generic]) -> np.ndarray:
-        values = columns.pop(name)
-        # Without nulls (most columns) Arrow hands over its values as they are: one copy less.
-        arr = _f64(values) if dtype is np.float64 and values.null_count else values.to_numpy()
-        out: np.ndarray = (arr if sel is None else arr[sel]).astype(dtype, copy=False)
-        return out
 
-    # Parse each distinct text once; the trailing NaN entry serves id -1.
-    shape_ids, tile_ids = col("shape_id", np.int32), col("tile_id", np.int32)
-    mn = [parse_shape_mn(v) for v in values["shape"]] + [(math.nan, math.nan)]
-    tiles = [parse_tile(v) for v in values["tile"]] + [(math.nan, math.nan)]
-    kernel_names = np.array([*values["kernel"], ""], dtype=object)
-    op_names = np.array([*values["name"], ""], dtype=object)
-    name_id = col("name_id", np.int32)
-    name_code = np.where(name_id < 0, len(values["name"]), name_id).astype(np.int32)  # -1: ''
+def _request_index(requests: pa.Table, skip_requests: Collection[str]) -> dict[str, int]:
+    """Request id -> index among the loaded requests (run_requests order, skipped left out)."""
+    skip = set(skip_requests)
+    kept = (r for r in requests.column("request_id").to_pylist() if r not in skip)
+    return {r: i for i, r in enumerate(kept)}
+
+
+def _load_ops(
+    con: duckdb.DuckDBPyConnection, run_id: str, requests: dict[str, int], texts: bool
+) -> OpArrays:
+    reader = _read_ops(_events_file(con, run_id), requests)
+    cols = reader.finish()
+    names, name_remap = reader.names["name"].sorted_used()
+    kernels, kernel_remap = reader.names["kernel"].sorted_used()
+    # Unknown names and kernels are '' (the last vocabulary entry).
+    name_code = name_remap[cols.pop("name")]
+    name_code[name_code < 0] = len(names)
+    kernel_code = kernel_remap[cols.pop("kernel")]
+    kernel_code[kernel_code < 0] = len(kernels)
+    name_vocab, kernel_vocab = (*names, ""), (*kernels, "")
     return OpArrays(
-        req=col("req", np.int64) if renumber is None else renumber[col("req", np.int64)],
-        stage=col("stage", np.int8),
-        observed_us=col("observed_us", np.float64),
-        flops=col("flops", np.float64),
-        bytes=col("bytes", np.float64),
-        m=np.array([x[0] for x in mn])[shape_ids],
-        n=np.array([x[1] for x in mn])[shape_ids],
-        tile_m=np.array([x[0] for x in tiles])[tile_ids],
-        tile_n=np.array([x[1] for x in tiles])[tile_ids],
-        fusion_group=col("fusion_group", np.int64),
-        mem_tier=col("mem_tier", np.int8),
-        core=col("core", np.int32),
-        fallback=col("fallback", np.bool_),
-        recompile=col("recompile", np.bool_),
-        predicted_us=col("predicted_us", np.float64),
-        kernel=kernel_names[col("kernel_id", np.int64)].tolist(),
-        name=op_names[name_code].tolist(),
+        req=cols["req"],
+        stage=cols["stage"],
+        observed_us=cols["observed_us"],
+        flops=cols["flops"],
+        bytes=cols["bytes"],
+        m=cols["m"],
+        n=cols["n"],
+        tile_m=cols["tile_m"],
+        tile_n=cols["tile_n"],
+        fusion_group=cols["fusion_group"],
+        mem_tier=cols["mem_tier"],
+        core=cols["core"],
+        fallback=cols["fallback"],
+        recompile=cols["recompile"],
+        predicted_us=cols["predicted_us"],
+        kernel=np.asarray(kernel_vocab, dtype=object)[kernel_code].tolist() if texts else [],
+        name=np.asarray(name_vocab, dtype=object)[name_code].tolist() if texts else [],
         name_code=name_code,
-        name_vocab=tuple(op_names.tolist()),
+        name_vocab=name_vocab,
+        kernel_code=kernel_code,
+        kernel_vocab=kernel_vocab,
     )
 
 
@@ -190,17 +415,23 @@ def load_run_arrays(
     *,
     skip_requests: Collection[str] = (),
     progress: Progress | None = None,
+    texts: bool = True,
 ) -> RunArrays:
     """Every request and attributed op of run_id, except skip_requests (and their ops);
-    WorkbenchError when the run is not there."""
+    WorkbenchError when the run is not there. `texts` False: no per-op name / kernel lists
+    (OpArrays.name_code and kernel_code carry them; saves seconds and memory on big runs)."""
     if not run_exists(con, run_id):
         raise WorkbenchError(repr(run_id), "no such run in the store")
     if progress:
         progress(f"loading requests of {run_id}", 0.0)
-    requests = load_requests(con, run_id, skip_requests)
+    all_requests = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": []})
+    index = _request_index(all_requests, skip_requests)
+    keep = np.asarray([r in index for r in all_requests.column("request_id").to_pylist()])
+    requests = _request_arrays(all_requests.filter(pa.array(keep, pa.bool_())))
+    del all_requests
     if progress:
         progress(f"loading ops of {run_id}", 0.3)
-    ops = load_ops(con, run_id, skip_requests)
+    ops = _load_ops(con, run_id, index, texts)
     if progress:
         progress(f"loaded {run_id}", 1.0)
     return RunArrays(
@@ -245,6 +476,10 @@ def drop_requests(run: RunArrays, request_ids: Collection[str]) -> RunArrays:
         name=_kept(ops.name, op_keep),
         name_code=ops.name_code[op_keep] if ops.name_code.size == ops.size else ops.name_code,
         name_vocab=ops.name_vocab,
+        kernel_code=(
+            ops.kernel_code[op_keep] if ops.kernel_code.size == ops.size else ops.kernel_code
+        ),
+        kernel_vocab=ops.kernel_vocab,
     )
     kept_req = RequestArrays(
         request_id=[r for r, k in zip(req.request_id, keep, strict=True) if k],

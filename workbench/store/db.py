@@ -45,6 +45,8 @@ def connect(store: Path) -> duckdb.DuckDBPyConnection:
         raise WorkbenchError(str(store), "store directory does not exist")
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")  # never print from a headless layer
+    # Where the views read from, for readers that go to the run's Parquet files directly.
+    con.sql("SELECT $store AS store", params={"store": str(store)}).create_view("store_root")
     ids = run_ids(store)
     # Relations instead of SQL text: store paths may hold any character, and nothing user-made
     # is ever formatted into SQL.
@@ -68,6 +70,11 @@ def connect(store: Path) -> duckdb.DuckDBPyConnection:
         else:
             _empty_view(con, name, schema.with_run_id(file_schema))
     return con
+
+
+def store_of(con: duckdb.DuckDBPyConnection) -> Path:
+    """The store directory `con` was opened on by connect()."""
+    return Path(str(con.table("store_root").fetchall()[0][0]))
 
 
 def query(

@@ -192,6 +192,9 @@ class Incident(msgspec.Struct, kw_only=True, frozen=True):
     failing: str | None = None
     comparator: str | None = None
     fixed_metadata: str | None = None
+    # The locked tag allowed to differ in the pairing (the change the regression followed);
+    # records written before it existed decode as None.
+    suspect: str | None = None
     candidate: str | None = None
     locked_tags: dict[str, dict[str, str | None]] = {}  # run id -> field -> value
     locked_keys: list[str] = []  # the fields a fair comparison must hold equal

@@ -17,7 +17,7 @@ import numpy as np
 
 from accel import stats
 from accel.cost import OpCost, op_times
-from accel.ops import RunArrays
+from accel.ops import OpArrays, RunArrays
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
 from workbench.triage.warmup import CompileRecord, Warmup
@@ -209,6 +209,15 @@ def _op_saving(
     return np.bincount(run.ops.req, weights=per_op, minlength=run.requests.size)
 
 
+def _kernel_names(ops: OpArrays, idx: np.ndarray) -> list[str]:
+    """Kernel names of the ops at idx, from the codes when the loader left out the list."""
+    if ops.kernel:
+        return [ops.kernel[i] for i in idx]
+    if ops.kernel_code.size == ops.size and ops.kernel_vocab:
+        return [ops.kernel_vocab[c] for c in ops.kernel_code[idx]]
+    return []
+
+
 def kernel_actions(
     run: RunArrays, hw: HardwareProfile, cf: Counterfactual, base: OpCost
 ) -> list[Action]:
@@ -219,7 +228,7 @@ def kernel_actions(
     tuned = replace(run, ops=replace(ops, fallback=np.zeros_like(ops.fallback)))
     saved = _op_saving(run, hw, ops.fallback, tuned, base)
     g95, g99 = cf.gain(saved)
-    kernels = sorted({ops.kernel[i] for i in np.flatnonzero(ops.fallback)[:10_000] if ops.kernel})
+    kernels = sorted(set(_kernel_names(ops, np.flatnonzero(ops.fallback)[:10_000])))
     n = int(ops.fallback.sum())
     return [
         Action(
@@ -334,12 +343,15 @@ def propose(
     warm: Warmup,
     buckets: list[dict[str, Any]],
     hw: HardwareProfile,
+    *,
+    op_cost: OpCost | None = None,
 ) -> list[Action]:
-    """Every action with a predicted gain, highest priority first."""
+    """Every action with a predicted gain, highest priority first; op_cost: op_times(run.ops,
+    hw) when the caller has it already."""
     cf = Counterfactual.of(run, warm)
     actions = shape_actions(run, warm, buckets, cf) + batch_actions(run, cf)
     if run.ops.fallback.any() or (run.ops.fusion_group >= 0).any():
-        base = op_times(run.ops, hw)
+        base = op_times(run.ops, hw) if op_cost is None else op_cost
         actions += kernel_actions(run, hw, cf, base) + fusion_actions(run, hw, cf, base)
     useful = [
         a for a in actions if max(a.predicted_p95_gain_us, a.predicted_p99_gain_us) > MIN_GAIN_US

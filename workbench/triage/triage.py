@@ -11,9 +11,11 @@ from typing import Any, Final
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from accel import stats
-from accel.localize import Localization, localize
+from accel.cost import OpCost, op_times
+from accel.localize import SUMMARY_QNAMES, Localization, localize
 from accel.ops import RunArrays
 from accel.primary_metric import primary_metric
 from accel.profiles import PROFILES, HardwareProfile, get_profile
@@ -21,7 +23,7 @@ from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.store.arrays import load_run_arrays, run_exists, run_presence
 from workbench.store.layout import check_run_id, read_run_row
-from workbench.triage import evidence, pairing, retuning
+from workbench.triage import evidence, heap, pairing, retuning
 from workbench.triage.evidence import EvidenceTable, Interval, StageRow
 from workbench.triage.warmup import Warmup, warmup_of
 
@@ -76,8 +78,14 @@ class TriageResult:
     drift_psi: float
     tail_drivers: list[dict[str, Any]]
     evidence: dict[str, EvidenceTable] = field(default_factory=dict)
+    replay: dict[str, Any] = field(default_factory=dict)  # see to_json
 
     def to_json(self) -> dict[str, Any]:
+        """The result as JSON; times in us, NaN as null. "replay" is {} or {"decided_by",
+        "quantiles": ["p50", "p95", "p99"], "rows": [{"id": stage | "other" | "latency", "role":
+        "origin" | "manifest" | "origin+manifest" | "", "failing" / "comparator": {"n",
+        "modelled_share", "observed_<q>_us", "predicted_<q>_us"}, "residual_shift": {"hl_us",
+        "hl_lo_us", "hl_hi_us", "p_value", "p95_share", "p99_share"} | null}]}."""
         doc: dict[str, Any] = _clean(
             {
                 "failing": self.failing,
@@ -110,9 +118,31 @@ class TriageResult:
                     name: {"query": t.query, "parameters": t.parameters, "rows": t.table.num_rows}
                     for name, t in self.evidence.items()
                 },
+                "replay": self.replay,
             }
         )
         return doc
+
+
+def replay_doc(loc: Localization) -> dict[str, Any]:
+    """Observed vs predicted per stage for both runs, the residual shift, origin and manifest
+    marked (the "replay" key of TriageResult.to_json); {} when the pair was not replayed."""
+    if not loc.replay_summary:
+        return {}
+    rows = []
+    for sid in loc.replay_summary["failing"]:
+        marks = (("origin", loc.origin_stage), ("manifest", loc.manifest_stage))
+        role = "+".join(mark for mark, stage in marks if stage == sid)
+        rows.append(
+            {
+                "id": sid,
+                "role": role,
+                "failing": loc.replay_summary["failing"][sid],
+                "comparator": loc.replay_summary["comparator"].get(sid, {}),
+                "residual_shift": loc.residual_shift.get(sid),
+            }
+        )
+    return {"decided_by": loc.decided_by, "quantiles": list(SUMMARY_QNAMES), "rows": rows}
 
 
 def _clean(value: Any) -> Any:
@@ -165,12 +195,12 @@ def triage(
         if rid is not None:
             check_run_id(rid)
     con = db.connect(store)
-    # Two duckdb threads: the evidence queries (on a second cursor) and the run loading run side
-    # by side, and either gets both cores while the other is in numpy (measured: the 10M-event
-    # load step 3.7 s -> 2.8 s). Ops then come back unordered; load_ops sorts them by event id.
+    # Two duckdb threads: the evidence queries (on a second cursor) run beside the loading of
+    # the failing run (which reads its Parquet file itself) and get both cores while it waits.
     con.execute("SET threads = 2")
     try:
-        return _triage(store, con, failing, comparator, hardware, suspect, fixed, step)
+        with heap.reused_heap():
+            return _triage(store, con, failing, comparator, hardware, suspect, fixed, step)
     finally:
         con.close()
 
@@ -211,19 +241,27 @@ def _triage(
     step("warm-up", 0.1)
     warm_f, warm_c = warmup_of(con, failing), warmup_of(con, comparator)
 
-    step("evidence and loading runs", 0.15)
+    step("evidence and loading the failing run", 0.15)
     # The evidence (duckdb + bootstrap) runs on a second cursor while this thread loads the
     # failing run: both spend most of their time outside the GIL. The evidence is the shorter;
     # it is waited for before the comparator loads so that duckdb's cache can be released.
     with ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(_evidence, con.cursor(), failing, comparator, warm_f, warm_c)
         # Steady state only: warm-up requests are not a regression (and not loaded at all).
-        steady_f = load_run_arrays(con, failing, skip_requests=warm_f.affected_requests)
+        steady_f = _load(con, failing, warm_f)
         tables, stages, with_warmup, drift = future.result()
     _release_duckdb_memory(con)
-    steady_c = load_run_arrays(con, comparator, skip_requests=warm_c.affected_requests)
+    bucket_params = {"run_id": failing, "compiled_shapes": sorted(steady_f.compiled_shapes)}
+    buckets = db.query(con, "shape_buckets", bucket_params)
+    # The failing run's primary metric and retuning need nothing of the comparator: they come
+    # before it loads, so their temporaries are gone by then. (Run beside its loading they
+    # save 0.3 s of 5.7 s on 10M events, but the peak goes past 2 GB.)
+    step("primary metric and retuning", 0.3)
+    pm_rows, actions = _plan(steady_f, warm_f, buckets, hw)
+    step("loading the comparator", 0.5)
+    steady_c = _load(con, comparator, warm_c)
     _release_duckdb_memory(con)
-    step("replay and localization", 0.45)
+    step("replay and localization", 0.6)
     loc = localize(steady_f, steady_c, hw, n_boot=evidence.N_BOOT)
 
     share_by_stage = {
@@ -232,23 +270,8 @@ def _triage(
     origin_share = share_by_stage.get(loc.origin_stage or "", {}).get("p99", math.nan)
     share_method = "plan swap of the origin stage"
 
-    step("primary metric", 0.75)
-    # The failing run's plan is the one on trial (and the metric costs seconds on 10M ops).
-    pm_rows = _metric_rows("failing", steady_f, warm_f, hw)
-
-    step("retuning", 0.85)
-    buckets = db.query(
-        con,
-        "shape_buckets",
-        {"run_id": failing, "compiled_shapes": sorted(steady_f.compiled_shapes)},
-    )
-    tables["shape_buckets"] = EvidenceTable(
-        "shape_buckets",
-        {"run_id": failing, "compiled_shapes": sorted(steady_f.compiled_shapes)},
-        buckets,
-    )
-    actions = retuning.propose(steady_f, warm_f, buckets.to_pylist(), hw)
-
+    step("claims", 0.9)
+    tables["shape_buckets"] = EvidenceTable("shape_buckets", bucket_params, buckets)
     latency = stages[0]
     recompiles = _recompile_summary(steady_f, warm_f, latency)
     if loc.mechanism == "recompile" and not origin_share > 0:
@@ -292,7 +315,14 @@ def _triage(
         drift_psi=drift.psi,
         tail_drivers=drivers,
         evidence=tables,
+        replay=replay_doc(loc),
     )
+
+
+def _load(con: duckdb.DuckDBPyConnection, run_id: str, warm: Warmup) -> RunArrays:
+    """The run's steady state (warm-up requests left out); ops without per-op text lists,
+    which nothing in a triage reads (their codes do), saving ~0.3 s and 80 MB per 5M ops."""
+    return load_run_arrays(con, run_id, skip_requests=warm.affected_requests, texts=False)
 
 
 def _release_duckdb_memory(con: duckdb.DuckDBPyConnection) -> None:
@@ -326,14 +356,24 @@ def _evidence(
         con.close()
 
 
+def _plan(
+    run: RunArrays, warm: Warmup, buckets: pa.Table, hw: HardwareProfile
+) -> tuple[list[dict[str, Any]], list[retuning.Action]]:
+    """The primary metric rows and the retuning actions of the run whose plan is on trial
+    (the failing run; the metric costs seconds on 10M ops), sharing one op_times."""
+    op_cost = op_times(run.ops, hw)
+    rows = _metric_rows("failing", run, warm, hw, op_cost)
+    return rows, retuning.propose(run, warm, buckets.to_pylist(), hw, op_cost=op_cost)
+
+
 def _metric_rows(
-    role: str, run: RunArrays, warm: Warmup, hw: HardwareProfile
+    role: str, run: RunArrays, warm: Warmup, hw: HardwareProfile, op_cost: OpCost | None = None
 ) -> list[dict[str, Any]]:
     """The primary metric of one run, one flat row per shape bucket (seen / drifted)."""
     # The compile log's steady recompiles price a new shape; without them primary_metric uses
     # the run's own recompile events, or reports the gain gross.
     cost = float(np.median([c.duration_us for c in warm.steady])) if warm.steady else None
-    pm = primary_metric(run, hw, compile_us=cost)
+    pm = primary_metric(run, hw, compile_us=cost, op_cost=op_cost)
     rows = []
     for b in pm.buckets.values():
         static99 = b.static_us.get("p99", math.nan)

@@ -46,12 +46,12 @@ def locked_tag_table(
 
 
 def _pairing(
-    store: Path, failing: str, comparator: str, fixed: str | None
+    store: Path, failing: str, comparator: str, fixed: str | None, suspect: str | None = None
 ) -> tuple[dict[str, dict[str, str | None]], list[str]]:
     """(locked tag table, pairing warnings); WorkbenchError when a run is not in the store."""
     con = db.connect(store)
     try:
-        warnings = pair_warnings(con, failing, comparator, fixed=fixed)
+        warnings = pair_warnings(con, failing, comparator, suspect=suspect, fixed=fixed)
         runs = list(dict.fromkeys(r for r in (failing, comparator, fixed) if r))
         return locked_tag_table(con, runs), warnings
     finally:
@@ -66,11 +66,14 @@ def pair(
     actor: str,
     fixed_metadata: str | None = None,
     expected_version: int | None = None,
+    *,
+    suspect: str | None = None,
 ) -> Incident:
-    """Set the failing / comparator (/ fixed-metadata) runs and lock their tags."""
+    """Set the failing / comparator (/ fixed-metadata) runs and lock their tags; `suspect` is
+    the locked tag allowed to differ (kept in the record, left out of the warnings)."""
     if failing == comparator:
         raise WorkbenchError(repr(failing), "the failing run cannot be its own comparator")
-    locked, warnings = _pairing(store, failing, comparator, fixed_metadata)
+    locked, warnings = _pairing(store, failing, comparator, fixed_metadata, suspect)
 
     def change(inc: Incident) -> Incident:
         _refuse_closed(inc)
@@ -80,6 +83,7 @@ def pair(
             failing=failing,
             comparator=comparator,
             fixed_metadata=fixed_metadata,
+            suspect=suspect,
             locked_tags=locked,
             locked_keys=list(LOCKED_TAGS),
             pair_warnings=warnings,

@@ -244,7 +244,7 @@ class WorkbenchApp(App[int]):
         self._triage_for = pair
         self.triage_status = "running"
         self.triage_progress = "starting..."
-        self.run_triage(inc.id, inc.failing, inc.comparator, inc.fixed_metadata)
+        self.run_triage(inc.id, inc.failing, inc.comparator, inc.fixed_metadata, inc.suspect)
 
     @work(
         thread=True,
@@ -254,7 +254,12 @@ class WorkbenchApp(App[int]):
         description="Triage (replay and localize)",
     )
     def run_triage(
-        self, incident_id: str, failing: str, comparator: str, fixed: str | None
+        self,
+        incident_id: str,
+        failing: str,
+        comparator: str,
+        fixed: str | None,
+        suspect: str | None = None,
     ) -> None:
         import textual_plotext  # noqa: F401  (Localize draws with it; load it off the UI thread)
 
@@ -264,7 +269,9 @@ class WorkbenchApp(App[int]):
         def progress(step: str, fraction: float) -> None:
             self.post_message(self.TriageProgress(step, fraction))
 
-        result = triage(self.store, failing, comparator, fixed=fixed, progress=progress)
+        result = triage(
+            self.store, failing, comparator, suspect=suspect, fixed=fixed, progress=progress
+        )
         doc = result.to_json()
         if not doc.get("origin_stage") or not doc.get("manifest_stage"):
             # Nothing to localize (no significant tail gap): say so instead of recording it.
@@ -339,7 +346,7 @@ class WorkbenchApp(App[int]):
             return
         self.change_incident("Declare the incident", _declare(run_id, self.now()), goto="pair")
 
-    def pair(self, failing: str, comparator: str) -> None:
+    def pair(self, failing: str, comparator: str, suspect: str | None = None) -> None:
         self.pending_failing = None
         fixed = self.incident.fixed_metadata if self.incident else None
 
@@ -348,7 +355,14 @@ class WorkbenchApp(App[int]):
 
             assert inc is not None
             return workflow.pair(
-                store, inc.id, failing, comparator, actor, fixed, expected_version=inc.version
+                store,
+                inc.id,
+                failing,
+                comparator,
+                actor,
+                fixed,
+                expected_version=inc.version,
+                suspect=suspect,
             )
 
         self.change_incident("Pair the runs", change, goto="evidence")
@@ -375,7 +389,14 @@ class WorkbenchApp(App[int]):
             assert inc is not None
             if failing and comparator:
                 return workflow.pair(
-                    store, inc.id, failing, comparator, actor, run_id, expected_version=inc.version
+                    store,
+                    inc.id,
+                    failing,
+                    comparator,
+                    actor,
+                    run_id,
+                    expected_version=inc.version,
+                    suspect=inc.suspect,
                 )
             # Not paired yet: remember it; pairing locks its tags with the others'.
             return modify(

@@ -56,6 +56,7 @@ class LocalizeScreen(StepScreen):
         with TabbedContent(id="localize-tabs"):
             with TabPane("Replay per stage", id="tab-replay"):
                 yield DataTable(id="replay-table", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="replay-detail", classes="detail")
             with TabPane("Proof", id="tab-proof"):
                 yield DataTable(id="claims-table", cursor_type="row", zebra_stripes=True)
                 yield Static("", id="claim-detail", classes="detail")
@@ -141,44 +142,85 @@ class LocalizeScreen(StepScreen):
         self.query_one("#verdict-box", Static).update(text)
 
     def fill_replay(self) -> None:
+        """Per stage: the replay's observed vs predicted tail for both runs, the residual shift
+        (failing vs comparator) and the modelled share; origin (O) and manifest (M) marked."""
         inc = self.wb.incident
         assert inc is not None and inc.localization is not None
-        doc = inc.triage
-        loc = inc.localization
-        shares: dict[str, dict[str, float]] = doc.get("explained_share_by_stage") or {}
-        # The replay's residual (observed - predicted) shift per stage, failing vs comparator
-        # (Hodges-Lehmann), shown when the triage result carries it.
-        residual: dict[str, dict[str, float]] = doc.get("residual_shift") or {}
+        rows = replay_rows(inc.triage)
         t = self.query_one("#replay-table", DataTable)
         t.clear(columns=True)
-        columns = ["stage", "role", "observed Δp99 [CI]", "swap explains p99", "p95"]
-        if residual:
-            columns += ["obs - pred shift [CI]", "p"]
-        t.add_columns(*columns, "observed Δp95 [CI]")
-        for s in doc.get("stages") or []:
-            sid = s.get("id")
-            role = "origin" if sid == loc.origin else "manifest" if sid == loc.manifest else ""
-            if sid == loc.origin == loc.manifest:
-                role = "origin+manifest"
-            share = shares.get(sid, {})
-            res = residual.get(str(sid), {})
+        # Short headers so the table fits 80 columns: cells read "observed/predicted" in ms.
+        for key, label in (
+            ("stage", "stage"),
+            ("f95", "F p95 o/p"),
+            ("f99", "F p99 o/p"),
+            ("c95", "C p95 o/p"),
+            ("c99", "C p99 o/p"),
+            ("shift", "shift"),
+            ("mod", "mod"),
+        ):
+            t.add_column(label, key=key)
+        for r in rows:
+            role = str(r.get("role") or "")
+            mark = "".join(m[0].upper() for m in role.split("+") if m)
             style = "bold red" if role.startswith("origin") else "bold yellow" if role else ""
-            cells: list[Any] = [
-                Text(str(sid), style=style),
-                role,
-                _iv((s.get("diff") or {}).get("p99")),
-                pct(share.get("p99")) if share else "-",
-                pct(share.get("p95")) if share else "-",
-            ]
-            if residual:
-                shift = {
-                    "value": res.get("hl_us"),
-                    "lo": res.get("hl_lo_us"),
-                    "hi": res.get("hl_hi_us"),
-                }
-                p = res.get("p_value")
-                cells += [_iv(shift) if res else "-", f"{p:.3g}" if isinstance(p, float) else "-"]
-            t.add_row(*cells, _iv((s.get("diff") or {}).get("p95")))
+            f, c = r.get("failing") or {}, r.get("comparator") or {}
+            shift = (r.get("residual_shift") or {}).get("hl_us")
+            t.add_row(
+                Text(f"{r.get('id')} {mark}".rstrip(), style=style),
+                _obs_pred(f, "p95"),
+                _obs_pred(f, "p99"),
+                _obs_pred(c, "p95"),
+                _obs_pred(c, "p99"),
+                _shift_ms(shift),
+                pct(f.get("modelled_share")),
+                key=str(r.get("id")),
+            )
+        self.show_replay_row()
+
+    def show_replay_row(self) -> None:
+        """The highlighted stage in full: n, p50/p95/p99 of both runs, shift with CI and p."""
+        inc = self.wb.incident
+        detail = self.query_one("#replay-detail", Static)
+        rows = replay_rows(inc.triage) if inc is not None else []
+        t = self.query_one("#replay-table", DataTable)
+        if inc is None or not rows or t.row_count == 0:
+            detail.update(
+                "No replay in this triage result (from an older version, or nothing to "
+                "localize): t re-runs the triage."
+            )
+            return
+        r = rows[min(t.cursor_row, len(rows) - 1)]
+        sid = str(r.get("id"))
+        f, c = r.get("failing") or {}, r.get("comparator") or {}
+        res = r.get("residual_shift") or {}
+        share = (inc.triage.get("explained_share_by_stage") or {}).get(sid) or {}
+        # Four short lines: they fit under the table at 80x24 (app.tcss #replay-detail).
+        text = Text.assemble((sid, "bold"), f" {r.get('role')}" if r.get("role") else "")
+        text.append(f"  n={_num(f.get('n'))}/{_num(c.get('n'))}")
+        if share:
+            text.append(
+                f"  explains p95 {pct(share.get('p95'))} p99 {pct(share.get('p99'))} of gap"
+            )
+        text.append("\nobs-pred shift F-C ", "bold")
+        if res:
+            p = res.get("p_value")
+            text.append(
+                f"{_shift_ms(res.get('hl_us'))} [{_shift_ms(res.get('hl_lo_us'))}, "
+                f"{_shift_ms(res.get('hl_hi_us'))}] ms (Hodges-Lehmann)"
+                + (f", p={p:.2g}" if isinstance(p, float) else "")
+            )
+        else:
+            text.append("- (not a stage the model tests)")
+        for tag, fig in (("F", f), ("C", c)):
+            text.append(f"\n{tag} ", "bold")
+            for kind, label in (("observed", "obs"), ("predicted", "pred")):
+                qs = "/".join(ms(fig.get(f"{kind}_{q}_us")) for q in ("p50", "p95", "p99"))
+                text.append(f"{label} {qs}  ")
+            text.append(f"modelled {pct(fig.get('modelled_share'))}")
+            if tag == "F":
+                text.append("  (p50/p95/p99 ms)", "dim")
+        detail.update(text)
 
     def fill_claims(self) -> None:
         inc = self.wb.incident
@@ -192,6 +234,8 @@ class LocalizeScreen(StepScreen):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "claims-table":
             self.show_claim()
+        elif event.data_table.id == "replay-table":
+            self.show_replay_row()
 
     def show_claim(self) -> None:
         inc = self.wb.incident
@@ -291,6 +335,32 @@ def metric_buckets(raw: Any) -> list[dict[str, Any]]:
         elif isinstance(r, dict) and r:
             out.append(r)
     return out
+
+
+def replay_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of a triage document's "replay" (TriageResult.to_json); [] when it has none."""
+    rep = doc.get("replay")
+    rows = rep.get("rows") if isinstance(rep, dict) else None
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def _short_ms(us: Any) -> str:
+    """us as ms in at most 4-5 characters (the replay table's cells)."""
+    if not isinstance(us, int | float) or not math.isfinite(us):
+        return "-"
+    v = us / 1000
+    return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def _obs_pred(fig: dict[str, Any], q: str) -> str:
+    return f"{_short_ms(fig.get(f'observed_{q}_us'))}/{_short_ms(fig.get(f'predicted_{q}_us'))}"
+
+
+def _shift_ms(us: Any) -> str:
+    """A signed residual shift in ms; three decimals below 10 ms (shifts are often small)."""
+    if not isinstance(us, int | float) or not math.isfinite(us):
+        return "-"
+    return f"{us / 1000:+.3f}" if abs(us) < 10_000 else f"{us / 1000:+.1f}"
 
 
 def _p99(row: dict[str, Any], plan: str) -> float | None:

@@ -43,6 +43,7 @@ class PairScreen(StepScreen):
     def __init__(self) -> None:
         super().__init__()
         self.suspect: str | None = None
+        self.suspect_of: str | None = None  # the incident whose saved suspect tag was read
         self.ranked: list[Candidate] = []
         self.warnings: list[str] = []
         self.ranked_for: tuple[str, str | None, str | None, str | None] | None = None
@@ -78,6 +79,9 @@ class PairScreen(StepScreen):
     def refresh_view(self) -> None:
         failing = self.failing()
         inc = self.wb.incident
+        if inc is not None and inc.id != self.suspect_of:
+            # The suspect tag saved with the pairing comes back with the incident (restart).
+            self.suspect_of, self.suspect = inc.id, inc.suspect
         comparator = inc.comparator if inc and inc.failing == failing else None
         fixed = inc.fixed_metadata if inc else None
         key = (failing, self.suspect, fixed, comparator) if failing else None
@@ -243,7 +247,7 @@ class PairScreen(StepScreen):
                 "see the warnings.",
                 severity="warning",
             )
-        self.wb.pair(failing, c.run_id)
+        self.wb.pair(failing, c.run_id, self.suspect)
 
     def action_pin_fixed(self) -> None:
         c = self.highlighted()

@@ -1,0 +1,201 @@
+"""The Parquet op reader (workbench.store.arrays) against queries/run_ops.sql, its definition.
+
+The reader goes to the run's events file directly (no duckdb); queries/run_ops.sql and
+run_op_values.sql say what the ops are. These stores hold what a real trace can: nested events
+with 1-3 children, null durations, texts and stages, events of unknown requests, ids out of
+order, and files of an older schema without some columns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from triage_stores import RunSpec, build_run, write_run
+
+from accel.cost import op_times
+from accel.ops import OpArrays, name_codes
+from accel.primary_metric import primary_metric
+from accel.profiles import get_profile
+from accel.stages import MEM_TIERS, STAGES
+from workbench.errors import WorkbenchError
+from workbench.store import arrays, db, layout
+from workbench.triage import heap, retuning
+from workbench.triage.warmup import warmup_of
+
+
+def _oracle(con: duckdb.DuckDBPyConnection, run_id: str, skip: list[str]) -> dict[str, object]:
+    """The ops as the two queries define them, in event order, skipped requests left out."""
+    stages = list(STAGES)
+    values: dict[str, list[str]] = {"shape": [], "tile": [], "kernel": [], "name": []}
+    for row in db.query(con, "run_op_values", {"run_id": run_id, "stages": stages}).to_pylist():
+        values[row["kind"]].append(row["value"])
+    params = {"run_id": run_id, "stages": stages, "tiers": list(MEM_TIERS)}
+    lists = {"shapes": "shape", "tiles": "tile", "kernels": "kernel", "names": "name"}
+    t = db.query(con, "run_ops", {**params, **{k: values[v] for k, v in lists.items()}})
+    t = t.take(np.argsort(t.column("event_id").to_numpy(), kind="stable"))
+    ids = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": []})
+    keep = np.array([r not in skip for r in ids.column("request_id").to_pylist()], dtype=bool)
+    t = t.filter(pa.array(keep[t.column("req").to_numpy()]))
+
+    def num(name: str) -> np.ndarray:
+        return np.asarray(t.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+    def text(name: str, kind: str) -> list[str]:
+        table = [*values[kind], ""]
+        return [table[i] for i in t.column(name).to_numpy()]
+
+    shape = [arrays.parse_shape_mn(v) for v in text("shape_id", "shape")]
+    tile = [arrays.parse_tile(v) for v in text("tile_id", "tile")]
+    return {
+        "req": (np.cumsum(keep) - 1)[t.column("req").to_numpy()],
+        "stage": t.column("stage").to_numpy(),
+        "observed_us": num("observed_us"),
+        "flops": num("flops"),
+        "bytes": num("bytes"),
+        "predicted_us": num("predicted_us"),
+        "m": np.array([x[0] for x in shape]),
+        "n": np.array([x[1] for x in shape]),
+        "tile_m": np.array([x[0] for x in tile]),
+        "tile_n": np.array([x[1] for x in tile]),
+        "fusion_group": t.column("fusion_group").to_numpy(),
+        "mem_tier": t.column("mem_tier").to_numpy(),
+        "core": t.column("core").to_numpy(),
+        "fallback": t.column("fallback").to_numpy(zero_copy_only=False),
+        "recompile": t.column("recompile").to_numpy(zero_copy_only=False),
+        "name": text("name_id", "name"),
+        "kernel": text("kernel_id", "kernel"),
+        "name_vocab": (*values["name"], ""),
+    }
+
+
+def _assert_matches(ops: OpArrays, want: dict[str, object]) -> None:
+    for field, expected in want.items():
+        got = getattr(ops, field)
+        if isinstance(expected, np.ndarray):
+            assert got.shape == expected.shape, field
+            assert np.array_equal(got, expected.astype(got.dtype), equal_nan=got.dtype.kind == "f")
+        else:
+            assert got == expected, field
+    assert [ops.name_vocab[c] for c in ops.name_code] == ops.name
+    assert [ops.kernel_vocab[c] for c in ops.kernel_code] == ops.kernel
+
+
+def _hostile_events(events: pa.Table, seed: int) -> pa.Table:
+    """events with nesting, nulls, strays and shuffled rows (same event ids)."""
+    rng = np.random.default_rng(seed)
+    n = events.num_rows
+    ids = events.column("event_id").to_numpy()
+    parent = np.full(n, -1, dtype=np.int64)
+    # Parents with 1, 2 and 3 children, and a parent id that is no event.
+    for p, kids in ((0, [1]), (7, [8, 9]), (14, [15, 16, 17]), (30, [31])):
+        parent[kids] = ids[p]
+    parent[40] = 10**9
+    dur = events.column("dur_us").to_numpy().copy()
+    dur[9] = np.nan
+    cols = {name: events.column(name) for name in events.column_names}
+    cols["parent_id"] = pa.array(parent, mask=parent < 0)
+    cols["dur_us"] = pa.array(dur, mask=np.isin(np.arange(n), [16, 22]))
+    stage = events.column("stage").to_pylist()
+    stage[3], stage[5] = None, "decode"  # unattributed, and no stage of the model
+    cols["stage"] = pa.array(stage, pa.string())
+    req = events.column("request_id").to_pylist()
+    req[11], req[12] = None, "r-unknown"
+    cols["request_id"] = pa.array(req, pa.string())
+    for name in ("name", "kernel", "shape", "tile", "mem_tier"):
+        v = cols[name].to_pylist()
+        for i in rng.choice(n, 6, replace=False):
+            v[i] = None
+        if name == "name":  # names only ops of a skipped or an unknown request carry
+            v[2], v[12] = "only-in-r0", "only-unknown"
+        cols[name] = pa.array(v, pa.string())
+    for name in ("core", "fusion_group", "flops", "fallback"):
+        mask = np.zeros(n, dtype=bool)
+        mask[rng.choice(n, 5, replace=False)] = True
+        cols[name] = pa.array(cols[name].to_numpy(zero_copy_only=False), mask=mask)
+    return pa.table(cols).take(rng.permutation(n))
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    t = build_run(RunSpec("h", n_requests=40, drift_share=0.3, recompile_us=4000.0, seed=3))
+    t = layout.RunTables(t.run, _hostile_events(t.events, 3), t.requests, t.compiles)
+    layout.commit_run(tmp_path, t, source="test")
+    return tmp_path
+
+
+@pytest.mark.parametrize("skip", [[], ["r0", "r7", "r39"]])
+def test_reader_matches_run_ops_sql(
+    hostile: Path, skip: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    con = db.connect(hostile)
+    want = _oracle(con, "h", skip)
+    assert isinstance(want["req"], np.ndarray) and want["req"].size > 200
+    for rows in (1 << 17, 37):  # one batch, and many batches with their own dictionaries
+        monkeypatch.setattr(arrays, "_BATCH_ROWS", rows)
+        run = arrays.load_run_arrays(con, "h", skip_requests=skip)
+        _assert_matches(run.ops, want)
+        ids = db.query(con, "run_requests", {"run_id": "h", "skip_requests": skip})
+        assert run.requests.request_id == ids.column("request_id").to_pylist()
+    # a NaN child duration makes its parent's exclusive time NaN, as in the query
+    assert np.isnan(np.asarray(want["observed_us"])).sum() == 2
+
+
+def test_reader_of_an_older_file_without_some_columns(tmp_path: Path) -> None:
+    # Beside a run of today's schema (duckdb's view then has every column, nulls for "old").
+    write_run(tmp_path, RunSpec("new", n_requests=5, seed=4))
+    write_run(tmp_path, RunSpec("old", n_requests=20, seed=5))
+    path = layout.partition_dir(tmp_path, "events", "old") / layout.PART_FILE
+    drop = ["kernel", "predicted_us", "core", "parent_id", "mem_tier"]
+    pq.write_table(pq.read_table(path).drop_columns(drop), path)
+    con = db.connect(tmp_path)
+    ops = arrays.load_run_arrays(con, "old").ops
+    _assert_matches(ops, _oracle(con, "old", []))
+    assert set(ops.kernel) == {""} and np.all(ops.core == -1) and np.all(ops.mem_tier == -1)
+
+
+def test_unreadable_events_file_names_the_file(tmp_path: Path) -> None:
+    write_run(tmp_path, RunSpec("cut", n_requests=10))
+    path = layout.partition_dir(tmp_path, "events", "cut") / layout.PART_FILE
+    con = db.connect(tmp_path)  # (duckdb reads the footers here: cut the file after)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(WorkbenchError, match=r"part-0\.parquet"):
+        arrays.load_run_arrays(con, "cut")
+    assert path.read_bytes() == data[: len(data) // 2]  # read only
+
+
+def test_without_texts_the_codes_carry_names_and_kernels(tmp_path: Path) -> None:
+    write_run(tmp_path, RunSpec("f", n_requests=60, fallback_share=0.3, drift_share=0.3, seed=2))
+    con = db.connect(tmp_path)
+    full = arrays.load_run_arrays(con, "f")
+    lean = arrays.load_run_arrays(con, "f", texts=False)
+    assert lean.ops.name == [] and lean.ops.kernel == []
+    assert [lean.ops.kernel_vocab[c] for c in lean.ops.kernel_code] == full.ops.kernel
+    assert name_codes(lean.ops)[1] == name_codes(full.ops)[1]
+    hw, warm = get_profile("h100"), warmup_of(con, "f")
+    a = retuning.propose(full, warm, [], hw)
+    b = retuning.propose(lean, warm, [], hw, op_cost=op_times(lean.ops, hw))
+    assert [x.to_json() for x in a] == [x.to_json() for x in b]
+    assert any(x.kind == "pin_kernel" for x in a)
+    pm_a = primary_metric(full, hw, compile_us=3000.0)
+    pm_b = primary_metric(lean, hw, compile_us=3000.0, op_cost=op_times(lean.ops, hw))
+    assert repr(pm_a) == repr(pm_b)
+
+
+def test_reused_heap_restores_numpy_and_nests() -> None:
+    before = heap._set_hugepage(True)
+    try:
+        with heap.reused_heap():
+            with heap.reused_heap():
+                assert heap._set_hugepage(False) is False  # off inside
+            assert heap._depth == 1 and heap._set_hugepage(False) is False
+            x = np.ones(10_000_000)  # a block over glibc's mmap threshold: comes from the heap
+            del x
+        assert heap._depth == 0 and heap._set_hugepage(True) is True  # back on after
+    finally:
+        heap._set_hugepage(before)
