@@ -83,13 +83,15 @@ gap AS (
         (SELECT p99 FROM cut WHERE run_id = $failing)
         - (SELECT p99 FROM cut WHERE run_id = $comparator) AS p99_gap_us
 )
+-- Parallel float sums make the last bits depend on thread scheduling; rounding to a nanosecond
+-- (and shares to 1e-6) keeps this proving artifact identical from run to run.
 SELECT
     f.driver,
-    f.us AS failing_tail_us,
-    c.us AS comparator_tail_us,
-    f.us - c.us AS delta_us,
+    round(f.us, 3) AS failing_tail_us,
+    round(c.us, 3) AS comparator_tail_us,
+    round(f.us - c.us, 3) AS delta_us,
     gap.p99_gap_us,
-    CASE WHEN gap.p99_gap_us > 0 THEN (f.us - c.us) / gap.p99_gap_us END AS share,
+    round(CASE WHEN gap.p99_gap_us > 0 THEN (f.us - c.us) / gap.p99_gap_us END, 6) AS share,
     f.n AS n_failing_tail,
     c.n AS n_comparator_tail
 FROM (SELECT * FROM long WHERE run_id = $failing) f
