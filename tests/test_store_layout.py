@@ -53,3 +53,59 @@ def test_interrupt_between_renames_leaves_store_unchanged(
 def test_unsafe_run_ids_are_refused(bad: str) -> None:
     with pytest.raises(layout.WorkbenchError):
         layout.check_run_id(bad)
+
+
+def test_debris_of_a_killed_commit_is_replaced(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    layout.commit_run(store, _tables("first"), source="first.json")
+    # What SIGKILL between the partition renames and the runs row leaves: partitions, no row.
+    debris = layout.partition_dir(store, "events", "second")
+    debris.mkdir(parents=True)
+    (debris / layout.PART_FILE).write_bytes(b"half a file")
+    assert layout.run_ids(store) == ["first"]
+    layout.commit_run(store, _tables("second"), source="second.json")
+    assert layout.run_ids(store) == ["first", "second"]
+    assert (debris / layout.PART_FILE).read_bytes() != b"half a file"
+
+
+def test_a_committed_run_is_not_overwritten(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    layout.commit_run(store, _tables("first"), source="first.json")
+    before = _snapshot(store)
+    with pytest.raises(layout.WorkbenchError, match="already exists"):
+        layout.commit_run(store, _tables("first"), source="again.json")
+    assert _snapshot(store) == before
+
+
+def test_sigterm_during_ingest_leaves_the_store_unchanged(tmp_path: Path) -> None:
+    """The CLI turns SIGTERM into SystemExit, so commit_run's rollback runs (subprocess test)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    store = tmp_path / "store"
+    layout.commit_run(store, _tables("first"), source="first.json")
+    before = _snapshot(store)
+    # Deliver SIGTERM to ourselves between the first and second partition rename.
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_store_layout import _tables
+        from workbench.cli import main as cli
+        from workbench.store import layout
+        cli._exit_cleanly_on_hangup()
+        real = os.rename
+        n = [0]
+        def rename(a, b):
+            n[0] += 1
+            real(a, b)
+            if n[0] == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+        layout.os.rename = rename
+        layout.commit_run(__import__("pathlib").Path({str(store)!r}), _tables("second"), source="x")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 128 + 15, proc.stderr
+    assert _snapshot(store) == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,6 +61,17 @@ def _open_app(argv: Sequence[str]) -> int:
     return launch(args.store or default_store(), keymap=args.keymap)
 
 
+def _exit_cleanly_on_hangup() -> None:
+    """A dropped SSH session (SIGHUP) or a SIGTERM unwinds like Ctrl-C, so that a store or
+    incident write in progress is rolled back instead of cut off."""
+
+    def _raise(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, _raise)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
@@ -68,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except WorkbenchError as exc:
             print(f"workbench: {exc.one_line()}", file=sys.stderr)
             return 2
+    _exit_cleanly_on_hangup()
     args = build_parser().parse_args(argv)
     mod = importlib.import_module(f"workbench.cli.{COMMANDS[args.command]}")
     try:

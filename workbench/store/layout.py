@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -106,6 +107,18 @@ def _write(table: pa.Table, path: Path) -> None:
 
 
 @contextmanager
+def _store_lock(store: Path) -> Iterator[None]:
+    """One committer at a time per store: flock on the directory itself, so no lock file is
+    left in the store."""
+    fd = os.open(store, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
 def _staging(store: Path) -> Iterator[Path]:
     """A private directory inside the store, removed whatever happens."""
     base = store / STAGING
@@ -129,32 +142,42 @@ def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
     run_id = check_run_id(tables.run_id)
     final_run = run_file(store, run_id)
     targets = {name: partition_dir(store, name, run_id) for name in schema.PARTITIONED}
-    if final_run.exists() or any(t.exists() for t in targets.values()):
-        raise WorkbenchError(source, f"run {run_id!r} already exists in {store}")
     created: list[Path] = []
     moved: list[Path] = []
     try:
         if not store.exists():
             store.mkdir(parents=True)
             created.append(store)
-        with _staging(store) as stage:
+        with _store_lock(store), _staging(store) as stage:
+            if final_run.exists():
+                raise WorkbenchError(source, f"run {run_id!r} already exists in {store}")
+            # Partitions without their runs row are what a commit killed between two renames
+            # (SIGKILL, power loss) leaves behind: invisible to readers, removed here.
+            for target in targets.values():
+                if target.exists():
+                    shutil.rmtree(target)
             _write(_conform(tables.run, schema.RUNS), stage / "runs" / f"{run_id}.parquet")
             for name, file_schema in schema.PARTITIONED.items():
                 table = getattr(tables, name)
                 _write(_conform(table, file_schema), stage / name / PART_FILE)
+            # Each path is recorded before the call that makes it, so that an interrupt landing
+            # just after the system call still finds it to undo.
             for name in schema.PARTITIONED:
                 parent = targets[name].parent
                 if not parent.exists():
-                    parent.mkdir()
                     created.append(parent)
-                os.rename(stage / name, targets[name])
+                    parent.mkdir()
                 moved.append(targets[name])
+                os.rename(stage / name, targets[name])
             if not final_run.parent.exists():
-                final_run.parent.mkdir()
                 created.append(final_run.parent)
+                final_run.parent.mkdir()
             os.rename(stage / "runs" / f"{run_id}.parquet", final_run)
     except BaseException as exc:
-        # Ctrl-C or a kill between two renames must not leave a partial run behind either.
+        if final_run.exists():
+            raise  # the runs row landed: the run is whole, whatever interrupted us afterwards
+        # Ctrl-C (or SIGTERM / SIGHUP, which the CLI turns into SystemExit) between two renames
+        # must not leave a partial run behind either.
         for path in reversed(moved):
             shutil.rmtree(path, ignore_errors=True)
         for path in reversed(created):
