@@ -27,6 +27,7 @@ from typing import Final, TypedDict
 
 import numpy as np
 
+from accel.cost import dense_ids
 from accel.ops import F64, I8, I64, B, OpArrays, RequestArrays, RunArrays, joint_name_codes
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
@@ -247,6 +248,7 @@ class _Match:
     name_code: I64  # shared name code of each matched failing op
     c_name_code: I64  # name code of every comparator op
     vocab: list[str]
+    f_name_code: I64  # name code of every failing op
 
 
 def _match(f: OpArrays, c: OpArrays) -> _Match | None:
@@ -272,7 +274,7 @@ def _match(f: OpArrays, c: OpArrays) -> _Match | None:
     pick = np.where(np.abs(c_key[lo] - f_key) <= np.abs(c_key[hi] - f_key), lo, hi)
     cand = c_sorted[pick]
     same = c_code[cand] == f_code[f_sel]
-    return _Match(f_sel[same], cand[same], f_code[f_sel[same]], c_code, vocab)
+    return _Match(f_sel[same], cand[same], f_code[f_sel[same]], c_code, vocab, f_code)
 
 
 def _signature(ops: OpArrays, idx: I64) -> I64:
@@ -302,20 +304,31 @@ def _leaders(ops: OpArrays, code: I64) -> I64:
     if not fused.size:
         return out
     key = ops.req[fused] * (int(ops.fusion_group.max()) + 1) + ops.fusion_group[fused]
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    out[fused] = code[fused[first]][inv.ravel()]
+    # Dense ids and each id's first position: what np.unique(return_index, return_inverse)
+    # gives, without its sort.
+    inv, k = dense_ids(key)
+    first = np.full(k, fused.size, dtype=np.int64)
+    np.minimum.at(first, inv, np.arange(fused.size, dtype=np.int64))
+    out[fused] = code[fused[first]][inv]
     return out
 
 
-def _group_medians(key: I64, value: F64) -> tuple[I64, F64]:
+def group_medians(key: I64, value: F64) -> tuple[I64, F64]:
     """Sorted distinct keys and the median of `value` within each."""
-    order = np.lexsort((value, key))
-    k, v = key[order], value[order]
-    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
-    counts = np.diff(np.append(starts, k.size))
+    if not key.size:
+        return key[:0], np.zeros(0)
+    ids, k = dense_ids(key)
+    # Sort by value, then stably by dense group id: a radix sort when the ids fit 16 bits,
+    # 4x faster than lexsort on millions of ops. Ties in value are equal, so any order does.
+    by_value = np.argsort(value)
+    gid = ids[by_value].astype(np.uint16 if k <= 1 << 16 else np.int64)
+    order = by_value[np.argsort(gid, kind="stable")]
+    counts = np.bincount(ids, minlength=k)
+    starts = np.cumsum(counts) - counts
+    v = value[order]
     lo = starts + (counts - 1) // 2
     hi = starts + counts // 2
-    return k[starts], 0.5 * (v[lo] + v[hi])
+    return key[order[starts]], 0.5 * (v[lo] + v[hi])
 
 
 @dataclass(frozen=True)
@@ -350,7 +363,7 @@ def _timing(c: OpArrays, c_code: I64) -> _Timing:
     m_sel = np.round(c.m[sel]).astype(np.int64)  # taken once, not once per key
     for k in np.unique(key):
         g = key == k
-        ms, ts = _group_medians(m_sel[g], t[g])
+        ms, ts = group_medians(m_sel[g], t[g])
         curves[(int(k) >> 40, int(k) & ((1 << 40) - 1))] = (ms.astype(np.float64), ts)
     return _Timing(curves)
 
@@ -435,34 +448,41 @@ def _lowering_swap(
     changed = sig_new != sig_old
     if part in ("fusion", "all"):  # else fusion groups, hence leaders, are f's own
         changed |= _leaders(replace(f, fusion_group=fgroup), f_code_all)[fi] != base.f_lead[fi]
-    new_us = np.nan_to_num(f.observed_us, nan=0.0).copy()
+    new_us = np.nan_to_num(f.observed_us, nan=0.0)
     ok = changed & np.isfinite(t_new)
     new_us[fi[ok]] = t_new[ok]
     delta += _exec_delta(f, new_us, n_req, base.observed_stage_us)
     return delta
 
 
-def _placement_swap(f: OpArrays, c: OpArrays, n_req: int, observed: F64) -> F64:
+def _placement_swap(
+    f: OpArrays, c: OpArrays, n_req: int, observed: F64, m: _Match | None = None
+) -> F64:
     """(n_req, 5) change of stage op time when failing ops get the comparator's placement:
-    the shards of one op spread over distinct cores in the comparator's row shares."""
+    the shards of one op spread over distinct cores in the comparator's row shares; `m`
+    (_match of the pair) saves recoding the op names."""
     sel = np.flatnonzero((f.stage == _EXEC) & (f.core >= 0) & np.isfinite(f.m))
     csel = np.flatnonzero((c.stage == _EXEC) & (c.core >= 0) & np.isfinite(c.m))
     if not sel.size or not csel.size:
         return np.zeros((n_req, len(STAGES)))
-    f_all, c_all, vocab = joint_name_codes(f, c, kernel_fallback=True)
+    if m is None:
+        f_all, c_all, vocab = joint_name_codes(f, c, kernel_fallback=True)
+    else:
+        f_all, c_all, vocab = m.f_name_code, m.c_name_code, m.vocab
     f_code, c_code = f_all[sel], c_all[csel]
     nv = len(vocab)
     n_core = int(max(f.core.max(), c.core.max())) + 1
     # Comparator: median share of each core in an op's rows, per op name.
     c_tot = np.bincount(c.req[csel] * nv + c_code, c.m[csel], (int(c.req.max()) + 1) * nv)
     c_share = c.m[csel] / c_tot[c.req[csel] * nv + c_code]
-    keys, med = _group_medians(c_code * n_core + c.core[csel].astype(np.int64), c_share)
+    keys, med = group_medians(c_code * n_core + c.core[csel].astype(np.int64), c_share)
     flat = np.full(nv * n_core, np.nan)
     flat[keys] = med
     share = flat.reshape(nv, n_core)
     # Failing: the k-th shard (by core) of an op in a request goes to the k-th core.
     group = f.req[sel] * nv + f_code
-    order = np.lexsort((f.core[sel], group))
+    # Stable sort of (group, core) packed in one key: the same order as a lexsort, faster.
+    order = np.argsort(group * n_core + f.core[sel], kind="stable")
     g = group[order]
     starts = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
     rank = np.empty(sel.size, dtype=np.int64)
@@ -475,12 +495,15 @@ def _placement_swap(f: OpArrays, c: OpArrays, n_req: int, observed: F64) -> F64:
     # moving rows between cores moves b * rows of time.
     t = np.nan_to_num(f.observed_us[sel], nan=0.0)
     slope = np.zeros(nv)
-    for code in np.unique(f_code):
-        k = f_code == code
-        x = f.m[sel][k]
-        if k.sum() >= 3 and np.ptp(x) > 0:
-            slope[code] = max(float(np.polyfit(x, t[k], 1)[0]), 0.0)
-    new_us = np.nan_to_num(f.observed_us, nan=0.0).copy()
+    # Each name's shards in their original order (a stable sort), sliced instead of masked.
+    by_code = np.argsort(f_code, kind="stable")
+    m_by, t_by, code_by = f.m[sel][by_code], t[by_code], f_code[by_code]
+    bounds = np.flatnonzero(np.diff(code_by)) + 1
+    for lo, hi in zip(np.append(0, bounds), np.append(bounds, code_by.size), strict=True):
+        x = m_by[lo:hi]
+        if hi - lo >= 3 and np.ptp(x) > 0:
+            slope[code_by[lo]] = max(float(np.polyfit(x, t_by[lo:hi], 1)[0]), 0.0)
+    new_us = np.nan_to_num(f.observed_us, nan=0.0)
     new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - f.m[sel], 0.0), 0.0)
     cores = f.core.copy()
     cores[sel] = np.where(ok, new_core, f.core[sel]).astype(cores.dtype)
@@ -803,7 +826,7 @@ def _localize_triggered(
                     explained["lowering"] = sh
                 else:
                     parts[part] = _mean_share(sh)
-            d = _placement_swap(failing.ops, comparator.ops, n_req, base.observed_stage_us)
+            d = _placement_swap(failing.ops, comparator.ops, n_req, base.observed_stage_us, m)
             cf = f_stage.copy()
             cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
             explained["scheduling"] = _gap_share(base_lat, requeue(fq, cf), gaps)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accel.cost import OpCost, op_times, retimed
-from accel.localize import observed_queue, requeue
+from accel.localize import group_medians, observed_queue, requeue
 from accel.ops import F64, I64, OpArrays, RunArrays, name_codes
 from accel.profiles import HardwareProfile
 from accel.replay import stage_times
@@ -106,15 +106,16 @@ def _curves(ops: OpArrays, sel: I64, code: I64) -> dict[int, tuple[F64, F64]]:
     code_sel = code[sel]
     t_sel = np.nan_to_num(ops.observed_us[sel], nan=0.0)
     m_sel = np.round(ops.m[sel]).astype(np.int64)
-    for c in np.unique(code_sel):
-        g = code_sel == c
-        mm, tt = m_sel[g], t_sel[g]
-        order = np.lexsort((tt, mm))
-        mk, tk = mm[order], tt[order]
-        starts = np.flatnonzero(np.concatenate(([True], mk[1:] != mk[:-1])))
-        counts = np.diff(np.append(starts, mk.size))
-        med = 0.5 * (tk[starts + (counts - 1) // 2] + tk[starts + counts // 2])
-        out[int(c)] = (mk[starts].astype(np.float64), med)
+    if not sel.size:
+        return out
+    # One pass over all names: (name, M) packed in one key, medians per key, split by name.
+    m_lo = int(m_sel.min())
+    span = int(m_sel.max()) - m_lo + 1
+    keys, med = group_medians(code_sel * span + (m_sel - m_lo), t_sel)
+    names, ms = np.divmod(keys, span)
+    bounds = np.flatnonzero(np.diff(names)) + 1
+    for lo, hi in zip(np.append(0, bounds), np.append(bounds, names.size), strict=True):
+        out[int(names[lo])] = ((ms[lo:hi] + m_lo).astype(np.float64), med[lo:hi])
     return out
 
 
