@@ -76,3 +76,15 @@ def test_show_json_and_stdout_export(store: Path, capsys: pytest.CaptureFixture[
         == 0
     )
     assert capsys.readouterr().out.startswith("# Incident INC-cli: t\n")
+
+
+def test_pair_keeps_the_suspect_tag(tmp_path: Path) -> None:
+    from workbench.triage.incident import load_incident
+
+    s = incident_runs(tmp_path / "store")
+    create_incident(s, "t", "sev2", "alice", incident_id="INC-sus")
+    argv = ["incident", "pair", "INC-sus", "--failing", "failing", "--comparator", "comparator"]
+    assert main([*argv, "--suspect", "compiler_version", "--store", str(s)]) == 0
+    assert load_incident(s, "INC-sus").suspect == "compiler_version"
+    assert main([*argv, "--store", str(s)]) == 0
+    assert load_incident(s, "INC-sus").suspect is None

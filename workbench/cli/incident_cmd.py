@@ -39,6 +39,7 @@ def add_parser(subparsers: Any) -> None:
     new.add_argument("--failing", default=None)
     new.add_argument("--comparator", default=None)
     new.add_argument("--fixed-metadata", default=None)
+    new.add_argument("--suspect", default=None, help="the locked tag allowed to differ")
     add_common(new)
 
     show = sub.add_parser("show", help="print one incident and what it still lacks")
@@ -55,6 +56,7 @@ def add_parser(subparsers: Any) -> None:
     pair.add_argument("--failing", required=True)
     pair.add_argument("--comparator", required=True)
     pair.add_argument("--fixed-metadata", default=None)
+    pair.add_argument("--suspect", default=None, help="the locked tag allowed to differ")
     add_common(pair)
 
     cls = sub.add_parser("classify", help="confirm (or override) the mechanism")
@@ -203,11 +205,23 @@ def run(args: argparse.Namespace) -> int:
         inc = create_incident(store, args.title, args.severity, actor, args.incident_id)
         if args.failing:
             inc = workflow.pair(
-                store, inc.id, args.failing, args.comparator, actor, args.fixed_metadata
+                store,
+                inc.id,
+                args.failing,
+                args.comparator,
+                actor,
+                args.fixed_metadata,
+                suspect=args.suspect,
             )
     elif cmd == "pair":
         inc = workflow.pair(
-            store, args.incident_id, args.failing, args.comparator, actor, args.fixed_metadata
+            store,
+            args.incident_id,
+            args.failing,
+            args.comparator,
+            actor,
+            args.fixed_metadata,
+            suspect=args.suspect,
         )
     elif cmd == "classify":
         inc = workflow.classify(store, args.incident_id, actor, args.mechanism, args.secondary)
