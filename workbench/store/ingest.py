@@ -16,7 +16,7 @@ from workbench.store import schema
 from workbench.store.chrome_trace import ColumnBuilder, read_source, split_events
 from workbench.store.compile_log import compile_log_sha, load_compile_log
 from workbench.store.kineto import KinetoFile, concat_args, decode_args, run_metadata
-from workbench.store.layout import RUN_ID_RE, RunTables, check_run_id, commit_run
+from workbench.store.layout import ID_RE, RunTables, check_run_id, commit_run
 from workbench.store.parquet_import import ingest_parquet
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
@@ -54,7 +54,7 @@ def default_run_id(path: Path) -> str:
     if not name or not name[0].isalpha():
         name = "run_" + name
     name = name[:64].rstrip(".")
-    return check_run_id(name) if RUN_ID_RE.fullmatch(name) else check_run_id("run")
+    return check_run_id(name) if ID_RE.fullmatch(name) else check_run_id("run")
 
 
 def _compile_pattern(pattern: str | None) -> re.Pattern[str] | None:

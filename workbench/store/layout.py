@@ -20,19 +20,25 @@ from workbench.store import schema
 
 # A leading letter keeps hive partition values from being auto-cast to numbers or dates by
 # duckdb / polars, and the character set keeps ids safe as path components.
-RUN_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
+# Incident ids follow the same rule: they are file names in STORE/incidents/.
+ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
 STAGING = ".staging"
 PART_FILE = "part-0.parquet"
 
 
-def check_run_id(run_id: str) -> str:
-    """Return run_id if it is a safe store identifier, else raise a one-line error."""
-    if not RUN_ID_RE.fullmatch(run_id) or ".." in run_id:
+def check_id(value: str, kind: str) -> str:
+    """Return value if it is a safe store identifier (a path component), else raise a one-line
+    error naming the `kind` of id."""
+    if not ID_RE.fullmatch(value) or ".." in value:
         raise WorkbenchError(
-            repr(run_id),
-            "invalid run id (a letter, then up to 63 of letters, digits, '.', '_', '-')",
+            repr(value),
+            f"invalid {kind} id (a letter, then up to 63 of letters, digits, '.', '_', '-')",
         )
-    return run_id
+    return value
+
+
+def check_run_id(run_id: str) -> str:
+    return check_id(run_id, "run")
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ def run_ids(store: Path) -> list[str]:
     return sorted(
         p.stem
         for p in d.glob("*.parquet")
-        if RUN_ID_RE.fullmatch(p.stem) and not p.name.startswith(".")
+        if ID_RE.fullmatch(p.stem) and not p.name.startswith(".")
     )
 
 

@@ -21,11 +21,9 @@ from typing import Any, Final
 import msgspec
 
 from workbench.errors import WorkbenchError, describe_os_error
-from workbench.store.layout import incidents_dir
+from workbench.store.layout import ID_RE, check_id, incidents_dir
 
 INCIDENT_SCHEMA_VERSION: Final[int] = 1
-# Same character set as run ids (layout.RUN_ID_RE): ids are file names inside STORE/incidents/.
-INCIDENT_ID_RE: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
 SEVERITIES: Final[tuple[str, ...]] = ("sev1", "sev2", "sev3", "sev4")
 # Fields that change on every save; auditing them would only repeat the version counter.
 _TMP_RE: Final[re.Pattern[str]] = re.compile(r"^[0-9a-f]{32}\.tmp$")
@@ -232,13 +230,7 @@ def now_iso() -> str:
 
 
 def check_incident_id(incident_id: str) -> str:
-    """Return incident_id if it is a safe file name component, else raise a one-line error."""
-    if not INCIDENT_ID_RE.fullmatch(incident_id) or ".." in incident_id:
-        raise WorkbenchError(
-            repr(incident_id),
-            "invalid incident id (a letter, then up to 63 of letters, digits, '.', '_', '-')",
-        )
-    return incident_id
+    return check_id(incident_id, "incident")
 
 
 def incident_path(store: Path, incident_id: str) -> Path:
@@ -287,7 +279,7 @@ def list_incidents(store: Path) -> list[IncidentSummary]:
     out = []
     today = datetime.now(UTC).date().isoformat()  # ISO dates compare as strings
     for path in folder.glob("*.json"):
-        if path.name.startswith(".") or not INCIDENT_ID_RE.fullmatch(path.stem):
+        if path.name.startswith(".") or not ID_RE.fullmatch(path.stem):
             continue
         inc = _decode(path, path.read_bytes())
         out.append(
