@@ -182,7 +182,7 @@ def rank_comparators(
                 0, f"same model and workload, {'other ' if inferred else ''}locked tags equal"
             )
             when = "after" if after else "before"
-            reasons.append(f"{n} requests, {_fmt_apart(apart_f)} {when} the failing run")
+            reasons.append(f"{n} requests, {format_apart(apart_f)} {when} the failing run")
         key = (
             0 if eligible else 1,
             1 if repeats_suspect else 0,
@@ -213,14 +213,15 @@ def _isolated_family(mismatches: list[TagMismatch]) -> list[TagMismatch]:
     return []
 
 
-def _fmt_apart(seconds: float | None) -> str:
+def format_apart(seconds: float | None, *, compact: bool = False) -> str:
+    """Time between two runs in words ("35 min", "1.0 h", "30 days"); compact for tables."""
     if seconds is None:
-        return "unknown time"
+        return "?" if compact else "unknown time"
     if seconds < 3600:
         return f"{seconds / 60:.0f} min"
     if seconds < 2 * 86400:
         return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.0f} days"
+    return f"{seconds / 86400:.0f} {'d' if compact else 'days'}"
 
 
 def pick_comparator(

@@ -119,6 +119,9 @@ class PairScreen(StepScreen):
         self.post_message(self.Ranked(failing, suspect, ranked, warnings))
 
     def on_pair_screen_ranked(self, message: Ranked) -> None:
+        # Already imported by the rank worker that posted this message: no cost here.
+        from workbench.triage.pairing import format_apart
+
         inc = self.wb.incident
         fixed = inc.fixed_metadata if inc else None
         # The pinned reproduction of the failing config is not a comparator.
@@ -140,7 +143,7 @@ class PairScreen(StepScreen):
                 Text(c.run_id + ("  (chosen)" if chosen else ""), style="bold" if chosen else ""),
                 Text("yes", style="green") if c.eligible else Text("no", style="red"),
                 str(c.n_requests),
-                _apart(c.seconds_apart),
+                format_apart(c.seconds_apart, compact=True),
                 ms(runs[c.run_id].p99_us) if c.run_id in runs else "?",
                 Text(", ".join(m.key for m in c.mismatches), style="bold yellow")
                 if c.mismatches
@@ -268,13 +271,3 @@ class PairScreen(StepScreen):
     def action_rank(self) -> None:
         self.ranked_for = None
         self.refresh_view()
-
-
-def _apart(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.0f} d"
