@@ -87,7 +87,7 @@ def judge_cell(g: Guardrail, baseline: Measurement, candidate: Measurement) -> C
         tolerance=g.tolerance,
         unit=unit,
         statistic=(
-            "difference of shares, joined Wilson intervals"
+            "difference of shares, Newcombe hybrid score interval"
             if is_rate
             else f"difference of q{baseline.quantile:g}, percentile bootstrap"
         ),
