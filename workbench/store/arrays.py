@@ -482,7 +482,7 @@ def drop_requests(run: RunArrays, request_ids: Collection[str]) -> RunArrays:
         kernel_vocab=ops.kernel_vocab,
     )
     kept_req = RequestArrays(
-        request_id=[r for r, k in zip(req.request_id, keep, strict=True) if k],
+        request_id=_kept(req.request_id, keep),
         arrival_us=req.arrival_us[keep],
         start_us=req.start_us[keep],
         latency_us=req.latency_us[keep],
