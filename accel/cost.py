@@ -85,7 +85,8 @@ def _positive(x: F64) -> F64:
 def dense_ids(key: I64) -> tuple[I64, int]:
     """Ids 0..k-1 numbering the distinct values of `key` in ascending order, and k.
 
-    Uses a bincount table when the key range is small (O(n)), a sort otherwise.
+    Uses a bincount table when the key range is small, a running count of changes when the
+    keys are already in order (ops keyed by request usually are), both O(n); a sort otherwise.
     """
     if key.size == 0:
         return np.zeros(0, dtype=np.int64), 0
@@ -94,6 +95,10 @@ def dense_ids(key: I64) -> tuple[I64, int]:
         present = np.bincount(key - lo, minlength=hi - lo + 1) > 0
         table = np.cumsum(present) - 1
         return table[key - lo].astype(np.int64), int(present.sum())
+    if bool(np.all(key[1:] >= key[:-1])):
+        ids = np.zeros(key.size, dtype=np.int64)
+        np.cumsum(key[1:] != key[:-1], out=ids[1:])
+        return ids, int(ids[-1]) + 1
     uniq, inv = np.unique(key, return_inverse=True)
     return inv.ravel().astype(np.int64), int(uniq.size)
 

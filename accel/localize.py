@@ -27,7 +27,7 @@ from typing import Final, TypedDict
 
 import numpy as np
 
-from accel.cost import dense_ids
+from accel.cost import OpCost, dense_ids
 from accel.ops import F64, I8, I64, B, OpArrays, RequestArrays, RunArrays, joint_name_codes
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
@@ -594,10 +594,22 @@ def _residuals(run: RunArrays, rep: Replay, hw: HardwareProfile) -> F64:
     return np.nan_to_num(res, nan=0.0)
 
 
-def _replayed(run: RunArrays, hw: HardwareProfile) -> tuple[F64, dict[str, dict[str, float]]]:
-    """_residuals and replay_summary of one replay of `run` (the replay itself is dropped)."""
-    rep = replay(run, hw)
-    return _residuals(run, rep, hw), replay_summary(rep)
+@dataclass(frozen=True)
+class Replayed:
+    """What localization keeps of one run's replay (the replay itself, with its per-op costs,
+    is dropped): residuals per (request, stage) and replay_summary."""
+
+    run_id: str
+    profile: str
+    residual_us: F64  # (n_req, 5) observed - predicted, ingress from the conditional replay
+    summary: dict[str, dict[str, float]]
+
+
+def replayed(run: RunArrays, hw: HardwareProfile, cost: OpCost | None = None) -> Replayed:
+    """Replay `run` on `hw` and keep what localize reads; cost: op_times(run.ops, hw) when the
+    caller has it already."""
+    rep = replay(run, hw, cost=cost)
+    return Replayed(run.run_id, hw.name, _residuals(run, rep, hw), replay_summary(rep))
 
 
 def replay_summary(rep: Replay) -> dict[str, dict[str, float]]:
@@ -647,14 +659,23 @@ def localize(
     method: str = "full",
     n_boot: int = N_BOOT,
     seed: int = 0,
+    failing_replay: Replayed | None = None,
 ) -> Localization:
     """Origin stage, manifest stage and mechanism of failing's tail regression vs comparator.
 
     `method` "full" is DESIGN §5; "no_swap" skips the plan swaps; "naive" names the first stage
-    whose raw time moved (kept for the ablation in bench/localize.py).
+    whose raw time moved (kept for the ablation in bench/localize.py). `failing_replay`:
+    replayed(failing, hw), when made before the comparator was at hand.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    if failing_replay is not None and (
+        failing_replay.run_id != failing.run_id or failing_replay.profile != hw.name
+    ):
+        raise ValueError(
+            f"failing_replay is of {failing_replay.run_id} on {failing_replay.profile}, "
+            f"not of {failing.run_id} on {hw.name}"
+        )
     cal = calibration or DEFAULT_CALIBRATION
     fr, cr = failing.requests, comparator.requests
     lf = np.asarray(fr.latency_us, dtype=np.float64)
@@ -718,7 +739,9 @@ def localize(
             claims=claims,
             **common,
         )
-    return _localize_triggered(failing, comparator, hw, method, gaps, claims, common)
+    return _localize_triggered(
+        failing, comparator, hw, method, gaps, claims, common, failing_replay
+    )
 
 
 def _localize_triggered(
@@ -729,6 +752,7 @@ def _localize_triggered(
     gaps: dict[str, float],
     claims: list[Claim],
     common: _Common,
+    failing_replay: Replayed | None,
 ) -> Localization:
     fr, cr = failing.requests, comparator.requests
     f_stage = np.nan_to_num(np.asarray(fr.stage_us, dtype=np.float64), nan=0.0)
@@ -777,8 +801,9 @@ def _localize_triggered(
         )
 
     # One replay at a time, dropped once its residuals are out: each holds per-op costs.
-    res_f, replayed_f = _replayed(failing, hw)
-    res_c, replayed_c = _replayed(comparator, hw)
+    rep_f = failing_replay or replayed(failing, hw)
+    rep_c = replayed(comparator, hw)
+    res_f, res_c = rep_f.residual_us, rep_c.residual_us
 
     # Residual shift per stage (batch-level stages tested once per batch: members share them),
     # with the share of the tail gap that removing the shift from the stage takes away.
@@ -879,7 +904,7 @@ def _localize_triggered(
         residual_shift=residual_shift,
         manifest_gap_us=manifest_gap,
         mechanism_scores=scores,
-        replay_summary={"failing": replayed_f, "comparator": replayed_c},
+        replay_summary={"failing": rep_f.summary, "comparator": rep_c.summary},
         **common,
     )
 

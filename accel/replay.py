@@ -350,11 +350,23 @@ def _padded(x: F64) -> F64:
     return out
 
 
-def replay(run: RunArrays, hw: HardwareProfile, params: CostParams = DEFAULT_PARAMS) -> Replay:
-    """Predict every request's exclusive stage times on `hw` (see the module docstring)."""
+def replay(
+    run: RunArrays,
+    hw: HardwareProfile,
+    params: CostParams = DEFAULT_PARAMS,
+    *,
+    cost: OpCost | None = None,
+) -> Replay:
+    """Predict every request's exclusive stage times on `hw` (see the module docstring); cost:
+    op_times(run.ops, hw, params) when the caller has it already."""
     req = run.requests
     n_req = req.size
-    cost = op_times(run.ops, hw, params)
+    if cost is None:
+        cost = op_times(run.ops, hw, params)
+    elif cost.predicted_us.size != run.ops.size:
+        raise ValueError(
+            f"cost has {cost.predicted_us.size} ops, run {run.run_id} has {run.ops.size}"
+        )
     pred_agg, obs_agg, sums = _pair_and_shares(
         run.ops, cost.predicted_us, run.ops.observed_us, n_req, cost.modelled
     )

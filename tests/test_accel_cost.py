@@ -195,6 +195,16 @@ def test_dense_ids_number_distinct_values_in_order(values: list[int]) -> None:
     assert ids.tolist() == [uniq.index(v) for v in values]
 
 
+@given(st.lists(st.integers(-5, 10**12), min_size=1, max_size=200))
+def test_dense_ids_of_keys_in_order_match_a_sort(values: list[int]) -> None:
+    # Sorted keys over a wide range take the running-count path, not the table or the sort.
+    key = np.sort(np.array([*values, 10**12 + 7], dtype=np.int64))
+    ids, k = dense_ids(key)
+    uniq, inv = np.unique(key, return_inverse=True)
+    assert k == uniq.size
+    assert ids.tolist() == inv.tolist()
+
+
 def test_group_instance_is_per_request_and_group() -> None:
     run = random_run(6, 12, 30)
     grp = group_instance(run.ops)

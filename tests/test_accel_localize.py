@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from accel.localize import DEFAULT_CALIBRATION, Calibration, calibrate, localize
+from accel.cost import op_times
+from accel.localize import DEFAULT_CALIBRATION, Calibration, calibrate, localize, replayed
 from accel.ops import RunArrays
 from accel.profiles import get_profile
 from accel.stages import MECHANISMS, STAGES
@@ -53,6 +54,19 @@ def test_verdict_fields_and_claims() -> None:
     assert loc.mechanism in MECHANISMS and loc.secondary_mechanism in (*MECHANISMS, None)
     assert loc.claims and all(c.text and c.method is not None for c in loc.claims)
     assert loc.claims[0].numbers["n_failing"] == pair.failing.arrays.requests.size
+
+
+def test_a_replay_made_beforehand_gives_the_same_verdict() -> None:
+    pair = generate_pair(H100, "fusion_memory_burst", seed=7000, tables=False)
+    f, c = pair.failing.arrays, pair.comparator.arrays
+    alone = localize(f, c, H100)
+    early = replayed(f, H100, op_times(f.ops, H100))
+    # repr: NaN figures (stages with no samples) compare unequal under ==
+    assert repr(localize(f, c, H100, failing_replay=early)) == repr(alone)
+    with pytest.raises(ValueError, match="not of"):
+        localize(f, c, H100, failing_replay=replayed(c, H100))
+    with pytest.raises(ValueError, match="not of"):
+        localize(f, c, H100, failing_replay=replayed(f, TPU))
 
 
 def test_queueing_fools_the_naive_method_not_the_full_one() -> None:

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from accel import stats
 from accel.cost import OpCost, op_times
-from accel.localize import SUMMARY_QNAMES, Localization, localize
+from accel.localize import SUMMARY_QNAMES, Localization, Replayed, localize, replayed
 from accel.ops import RunArrays
 from accel.primary_metric import primary_metric
 from accel.profiles import PROFILES, HardwareProfile, get_profile
@@ -253,16 +253,17 @@ def _triage(
     _release_duckdb_memory(con)
     bucket_params = {"run_id": failing, "compiled_shapes": sorted(steady_f.compiled_shapes)}
     buckets = db.query(con, "shape_buckets", bucket_params)
-    # The failing run's primary metric and retuning need nothing of the comparator: they come
-    # before it loads, so their temporaries are gone by then. (Run beside its loading they
-    # save 0.3 s of 5.7 s on 10M events, but the peak goes past 2 GB.)
-    step("primary metric and retuning", 0.3)
-    pm_rows, actions = _plan(steady_f, warm_f, buckets, hw)
+    # The failing run's primary metric, retuning and replay need nothing of the comparator:
+    # they come before it loads, so their temporaries (one op_times shared by all three) are
+    # gone by then. (Run beside its loading they save 0.3 s of 5.7 s on 10M events, but the
+    # peak goes past 2 GB.)
+    step("primary metric, retuning and replay", 0.3)
+    pm_rows, actions, replay_f = _plan(steady_f, warm_f, buckets, hw)
     step("loading the comparator", 0.5)
     steady_c = _load(con, comparator, warm_c)
     _release_duckdb_memory(con)
     step("replay and localization", 0.6)
-    loc = localize(steady_f, steady_c, hw, n_boot=evidence.N_BOOT)
+    loc = localize(steady_f, steady_c, hw, n_boot=evidence.N_BOOT, failing_replay=replay_f)
 
     share_by_stage = {
         s: {k: float(v) for k, v in d.items()} for s, d in loc.explained_share.items()
@@ -358,12 +359,13 @@ def _evidence(
 
 def _plan(
     run: RunArrays, warm: Warmup, buckets: pa.Table, hw: HardwareProfile
-) -> tuple[list[dict[str, Any]], list[retuning.Action]]:
-    """The primary metric rows and the retuning actions of the run whose plan is on trial
-    (the failing run; the metric costs seconds on 10M ops), sharing one op_times."""
+) -> tuple[list[dict[str, Any]], list[retuning.Action], Replayed]:
+    """The primary metric rows, the retuning actions and the replay of the run whose plan is
+    on trial (the failing run; the metric costs seconds on 10M ops), sharing one op_times."""
     op_cost = op_times(run.ops, hw)
     rows = _metric_rows("failing", run, warm, hw, op_cost)
-    return rows, retuning.propose(run, warm, buckets.to_pylist(), hw, op_cost=op_cost)
+    actions = retuning.propose(run, warm, buckets.to_pylist(), hw, op_cost=op_cost)
+    return rows, actions, replayed(run, hw, op_cost)
 
 
 def _metric_rows(
