@@ -154,23 +154,14 @@ class _Vocab:
     """Distinct values of one text column, numbered as first met, and which of them op rows
     use (Arrow dictionaries may hold values no row of the batch has)."""
 
-    def __init__(self, parse: Callable[[str], tuple[float, float]] | None = None) -> None:
+    def __init__(self) -> None:
         self.ids: dict[str, int] = {}
         self.used = np.zeros(0, dtype=np.bool_)
-        self.parse = parse
-        self.parsed: list[tuple[float, float]] = []  # parse(value) per code, when parse is given
 
     def codes(self, arr: pa.Array) -> npt.NDArray[np.int32]:
         """Code per row of a dictionary array; -1 where null."""
         lookup = [-1 if v is None else self.ids.setdefault(v, len(self.ids)) for v in _dict(arr)]
-        if self.parse is not None:
-            self.parsed += [self.parse(v) for v in list(self.ids)[len(self.parsed) :]]
         return np.asarray([*lookup, -1], dtype=np.int32)[_indices(arr)]
-
-    def pairs(self, codes: npt.NDArray[np.int32]) -> tuple[np.ndarray, np.ndarray]:
-        """The two parsed numbers of each code's value (NaN for -1)."""
-        table = np.asarray([*self.parsed, (math.nan, math.nan)], dtype=np.float64)
-        return table[:, 0][codes], table[:, 1][codes]
 
     def mark(self, codes: npt.NDArray[np.int32]) -> None:
         if not codes.size:
@@ -186,6 +177,43 @@ class _Vocab:
         index = {v: i for i, v in enumerate(present)}
         remap = np.asarray([index.get(v, -1) for v in met] + [-1], dtype=np.int32)
         return present, remap
+
+
+class _Pairs:
+    """Two numbers parsed from a text column's values (a shape's M and N, a tile's sizes),
+    each distinct value parsed once per load."""
+
+    def __init__(self, parse: Callable[[str], tuple[float, float]]) -> None:
+        self.parse = parse
+        self.parsed: dict[str, tuple[float, float]] = {}
+
+    def _of(self, value: str | None) -> tuple[float, float]:
+        if value is None:
+            return (math.nan, math.nan)
+        pair = self.parsed.get(value)
+        if pair is None:
+            pair = self.parsed[value] = self.parse(value)
+        return pair
+
+    def write(
+        self,
+        arr: pa.Array | None,
+        rows: npt.NDArray[np.int64] | None,
+        first: npt.NDArray[np.float64],
+        second: npt.NDArray[np.float64],
+    ) -> None:
+        """Write the numbers of each row's value (of the rows `rows`; all when None) into first
+        and second; NaN where null or where the file lacks the column."""
+        if arr is None:
+            first.fill(math.nan)
+            second.fill(math.nan)
+            return
+        # One row per dictionary value, and a last one for nulls (index -1).
+        table = np.asarray([*map(self._of, _dict(arr)), (math.nan, math.nan)], dtype=np.float64)
+        idx = _indices(arr) if rows is None else _indices(arr)[rows]
+        # Contiguous columns: take() from a strided column is several times slower.
+        np.take(np.ascontiguousarray(table[:, 0]), idx, out=first)
+        np.take(np.ascontiguousarray(table[:, 1]), idx, out=second)
 
 
 def _dict(arr: pa.Array) -> list[str | None]:
@@ -261,7 +289,7 @@ class _OpReader:
         self.cols = {k: np.empty(capacity, dtype=d) for k, d in self._DTYPES.items()}
         self.n = 0
         self.requests = requests
-        self.shapes, self.tiles = _Vocab(parse_shape_mn), _Vocab(parse_tile)
+        self.shapes, self.tiles = _Pairs(parse_shape_mn), _Pairs(parse_tile)
         self.names = {k: _Vocab() for k in ("kernel", "name")}
         self.parents: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
 
@@ -276,19 +304,27 @@ class _OpReader:
         unloaded = np.flatnonzero((req == -1) & attributed)
         lo, hi = self.n, self.n + rows.size
         out = self.cols
-        out["req"][lo:hi] = req[rows]
-        out["stage"][lo:hi] = stage[rows]
-        out["mem_tier"][lo:hi] = _lookup(col.get("mem_tier"), n, _TIER_INDEX, -1)[rows]
+
+        def put(name: str, values: np.ndarray) -> None:
+            # Most batches are ops only: a whole-column copy then, no gather.
+            if rows.size == n:
+                out[name][lo:hi] = values
+            else:
+                np.take(values, rows, out=out[name][lo:hi])
+
+        put("req", req)
+        put("stage", stage)
+        put("mem_tier", _lookup(col.get("mem_tier"), n, _TIER_INDEX, -1))
         for name, fill in self._FILL.items():
-            out[name][lo:hi] = _numbers(col.get(name), n, fill)[rows]
+            put(name, _numbers(col.get(name), n, fill))
         for name, vocab in self.names.items():
             codes = vocab.codes(col[name]) if name in col else np.full(n, -1, dtype=np.int32)
-            vocab.mark(codes[unloaded])
-            out[name][lo:hi] = codes[rows]
-        for (a, b), vocab in ((("m", "n"), self.shapes), (("tile_m", "tile_n"), self.tiles)):
-            name = "shape" if vocab is self.shapes else "tile"
-            codes = vocab.codes(col[name]) if name in col else np.full(n, -1, dtype=np.int32)
-            out[a][lo:hi], out[b][lo:hi] = vocab.pairs(codes[rows])
+            # Values the batch's ops use, and those of rows of skipped or unknown requests.
+            vocab.mark(codes if rows.size == n else codes[np.append(rows, unloaded)])
+            put(name, codes)
+        every = None if rows.size == n else rows
+        self.shapes.write(col.get("shape"), every, out["m"][lo:hi], out["n"][lo:hi])
+        self.tiles.write(col.get("tile"), every, out["tile_m"][lo:hi], out["tile_n"][lo:hi])
         parent = col.get("parent_id")
         if parent is not None and parent.null_count < n:
             has = np.flatnonzero(_numbers(parent.is_valid(), n, False))
@@ -311,8 +347,6 @@ class _OpReader:
             event_id = event_id[order]
             for name in cols:
                 cols[name] = cols[name][order]
-        for name, vocab in self.names.items():
-            vocab.mark(cols[name])
         dur = cols.pop("dur_us")
         if self.parents:
             parent = np.concatenate([p for p, _ in self.parents])
