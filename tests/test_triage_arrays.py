@@ -12,17 +12,17 @@ from triage_stores import RunSpec, build_run, write_run
 
 from accel.stages import MEM_TIER_CODE, STAGE_CODE
 from workbench.errors import WorkbenchError
-from workbench.store import arrays, db, layout
+from workbench.store import arrays, db, layout, op_columns
 
 
 def test_parse_shape_and_tile() -> None:
-    assert arrays.parse_shape_mn("[[8,96,256],[256,512]]") == (768.0, 512.0)
-    assert arrays.parse_shape_mn("[[256],[8,96,256],[256,512]]") == (768.0, 512.0)
-    assert arrays.parse_shape_mn("[[4,16,64]]") == (64.0, 64.0)
+    assert op_columns.parse_shape_mn("[[8,96,256],[256,512]]") == (768.0, 512.0)
+    assert op_columns.parse_shape_mn("[[256],[8,96,256],[256,512]]") == (768.0, 512.0)
+    assert op_columns.parse_shape_mn("[[4,16,64]]") == (64.0, 64.0)
     for bad in (None, "", "[[], [3]]", "not json", "{}", '[["a","b"]]'):
-        assert all(math.isnan(v) for v in arrays.parse_shape_mn(bad))
-    assert arrays.parse_tile("128x256") == (128.0, 256.0)
-    assert all(math.isnan(v) for v in arrays.parse_tile("big"))
+        assert all(math.isnan(v) for v in op_columns.parse_shape_mn(bad))
+    assert op_columns.parse_tile("128x256") == (128.0, 256.0)
+    assert all(math.isnan(v) for v in op_columns.parse_tile("big"))
 
 
 def test_load_run_arrays(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from accel.primary_metric import primary_metric
 from accel.profiles import get_profile
 from accel.stages import MEM_TIERS, STAGES
 from workbench.errors import WorkbenchError
-from workbench.store import arrays, db, layout
+from workbench.store import arrays, db, layout, op_columns, op_table
 from workbench.triage import heap, retuning
 from workbench.triage.warmup import warmup_of
 
@@ -49,8 +49,8 @@ def _oracle(con: duckdb.DuckDBPyConnection, run_id: str, skip: list[str]) -> dic
         table = [*values[kind], ""]
         return [table[i] for i in t.column(name).to_numpy()]
 
-    shape = [arrays.parse_shape_mn(v) for v in text("shape_id", "shape")]
-    tile = [arrays.parse_tile(v) for v in text("tile_id", "tile")]
+    shape = [op_columns.parse_shape_mn(v) for v in text("shape_id", "shape")]
+    tile = [op_columns.parse_tile(v) for v in text("tile_id", "tile")]
     return {
         "req": (np.cumsum(keep) - 1)[t.column("req").to_numpy()],
         "stage": t.column("stage").to_numpy(),
@@ -128,15 +128,21 @@ def hostile(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("skip", [[], ["r0", "r7", "r39"]])
+@pytest.mark.parametrize("table", [False, True], ids=["parquet", "op-table"])
+@pytest.mark.parametrize("skip", [[], ["r0"], ["r0", "r7", "r39"]])
 def test_reader_matches_run_ops_sql(
-    hostile: Path, skip: list[str], monkeypatch: pytest.MonkeyPatch
+    hostile: Path, skip: list[str], table: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     con = db.connect(hostile)
     want = _oracle(con, "h", skip)
     assert isinstance(want["req"], np.ndarray) and want["req"].size > 200
+    events = layout.partition_dir(hostile, "events", "h") / layout.PART_FILE
     for rows in (1 << 17, 37):  # one batch, and many batches with their own dictionaries
-        monkeypatch.setattr(arrays, "_BATCH_ROWS", rows)
+        monkeypatch.setattr(op_columns, "_BATCH_ROWS", rows)
+        if table:  # made for the requests in another order than the loader's: mapped by id
+            ids = pq.read_table(layout.partition_dir(hostile, "requests", "h")).column("request_id")
+            op_table.write(events, ids.to_pylist()[::-1])
+            assert op_table.read(events) is not None
         run = arrays.load_run_arrays(con, "h", skip_requests=skip)
         _assert_matches(run.ops, want)
         ids = db.query(con, "run_requests", {"run_id": "h", "skip_requests": skip})

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from workbench.errors import WorkbenchError, describe_os_error
-from workbench.store import schema
+from workbench.store import op_table, schema
 
 # A leading letter keeps hive partition values from being auto-cast to numbers or dates by
 # duckdb / polars, and the character set keeps ids safe as path components.
@@ -166,6 +166,10 @@ def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
             for name, file_schema in schema.PARTITIONED.items():
                 table = getattr(tables, name)
                 _write(_conform(table, file_schema), stage / name / PART_FILE)
+            if tables.events.num_rows >= op_table.MIN_EVENTS:
+                # Made from the staged file, so it lands with the run, in the same rename.
+                ids = [r for r in tables.requests.column("request_id").to_pylist() if r is not None]
+                op_table.write(stage / "events" / PART_FILE, ids)
             # Each path is recorded before the call that makes it, so that an interrupt landing
             # just after the system call still finds it to undo.
             for name in schema.PARTITIONED:
