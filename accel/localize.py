@@ -659,23 +659,21 @@ def localize(
     method: str = "full",
     n_boot: int = N_BOOT,
     seed: int = 0,
-    failing_replay: Replayed | None = None,
+    replays: tuple[Replayed | None, Replayed | None] = (None, None),
 ) -> Localization:
     """Origin stage, manifest stage and mechanism of failing's tail regression vs comparator.
 
     `method` "full" is DESIGN §5; "no_swap" skips the plan swaps; "naive" names the first stage
-    whose raw time moved (kept for the ablation in bench/localize.py). `failing_replay`:
-    replayed(failing, hw), when made before the comparator was at hand.
+    whose raw time moved (kept for the ablation in bench/localize.py). `replays`: replayed(run,
+    hw) of failing and of comparator, when the caller made them already (None: made here).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    if failing_replay is not None and (
-        failing_replay.run_id != failing.run_id or failing_replay.profile != hw.name
-    ):
-        raise ValueError(
-            f"failing_replay is of {failing_replay.run_id} on {failing_replay.profile}, "
-            f"not of {failing.run_id} on {hw.name}"
-        )
+    for run, rep in zip((failing, comparator), replays, strict=True):
+        if rep is not None and (rep.run_id != run.run_id or rep.profile != hw.name):
+            raise ValueError(
+                f"replay of {rep.run_id} on {rep.profile} is not of {run.run_id} on {hw.name}"
+            )
     cal = calibration or DEFAULT_CALIBRATION
     fr, cr = failing.requests, comparator.requests
     lf = np.asarray(fr.latency_us, dtype=np.float64)
@@ -739,9 +737,7 @@ def localize(
             claims=claims,
             **common,
         )
-    return _localize_triggered(
-        failing, comparator, hw, method, gaps, claims, common, failing_replay
-    )
+    return _localize_triggered(failing, comparator, hw, method, gaps, claims, common, replays)
 
 
 def _localize_triggered(
@@ -752,7 +748,7 @@ def _localize_triggered(
     gaps: dict[str, float],
     claims: list[Claim],
     common: _Common,
-    failing_replay: Replayed | None,
+    replays: tuple[Replayed | None, Replayed | None],
 ) -> Localization:
     fr, cr = failing.requests, comparator.requests
     f_stage = np.nan_to_num(np.asarray(fr.stage_us, dtype=np.float64), nan=0.0)
@@ -801,8 +797,8 @@ def _localize_triggered(
         )
 
     # One replay at a time, dropped once its residuals are out: each holds per-op costs.
-    rep_f = failing_replay or replayed(failing, hw)
-    rep_c = replayed(comparator, hw)
+    rep_f = replays[0] or replayed(failing, hw)
+    rep_c = replays[1] or replayed(comparator, hw)
     res_f, res_c = rep_f.residual_us, rep_c.residual_us
 
     # Residual shift per stage (batch-level stages tested once per batch: members share them),

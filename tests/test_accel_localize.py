@@ -62,11 +62,12 @@ def test_a_replay_made_beforehand_gives_the_same_verdict() -> None:
     alone = localize(f, c, H100)
     early = replayed(f, H100, op_times(f.ops, H100))
     # repr: NaN figures (stages with no samples) compare unequal under ==
-    assert repr(localize(f, c, H100, failing_replay=early)) == repr(alone)
-    with pytest.raises(ValueError, match="not of"):
-        localize(f, c, H100, failing_replay=replayed(c, H100))
-    with pytest.raises(ValueError, match="not of"):
-        localize(f, c, H100, failing_replay=replayed(f, TPU))
+    both = (early, replayed(c, H100))
+    assert repr(localize(f, c, H100, replays=(early, None))) == repr(alone)
+    assert repr(localize(f, c, H100, replays=both)) == repr(alone)
+    for wrong in ((both[1], None), (None, early), (replayed(f, TPU), None)):
+        with pytest.raises(ValueError, match="is not of"):
+            localize(f, c, H100, replays=wrong)
 
 
 def test_queueing_fools_the_naive_method_not_the_full_one() -> None:

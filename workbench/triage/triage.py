@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -197,7 +198,7 @@ def triage(
     con = db.connect(store)
     # Two duckdb threads: the evidence queries (on a second cursor) run beside the loading of
     # the failing run (which reads its Parquet file itself) and get both cores while it waits.
-    con.execute("SET threads = 2")
+    con.execute("SET threads = 1")
     try:
         with heap.reused_heap():
             return _triage(store, con, failing, comparator, hardware, suspect, fixed, step)
@@ -241,29 +242,27 @@ def _triage(
     step("warm-up", 0.1)
     warm_f, warm_c = warmup_of(con, failing), warmup_of(con, comparator)
 
-    step("evidence and loading the failing run", 0.15)
-    # The evidence (duckdb + bootstrap) runs on a second cursor while this thread loads the
-    # failing run: both spend most of their time outside the GIL. The evidence is the shorter;
-    # it is waited for before the comparator loads so that duckdb's cache can be released.
+    step("evidence, primary metric, retuning and replay", 0.15)
+    # Two lanes that spend most of their time outside the GIL: a worker runs the evidence
+    # (duckdb + bootstrap, on a second cursor), then loads and replays the comparator, while
+    # this thread loads the failing run and works out its primary metric, retuning and replay
+    # (one op_times shared by the three). duckdb's cache is released between the evidence and
+    # the comparator, under a lock that keeps this thread's queries out of that moment.
+    duck = threading.Lock()
     with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(_evidence, con.cursor(), failing, comparator, warm_f, warm_c)
-        # Steady state only: warm-up requests are not a regression (and not loaded at all).
-        steady_f = _load(con, failing, warm_f)
-        tables, stages, with_warmup, drift = future.result()
-    _release_duckdb_memory(con)
-    bucket_params = {"run_id": failing, "compiled_shapes": sorted(steady_f.compiled_shapes)}
-    buckets = db.query(con, "shape_buckets", bucket_params)
-    # The failing run's primary metric, retuning and replay need nothing of the comparator:
-    # they come before it loads, so their temporaries (one op_times shared by all three) are
-    # gone by then. (Run beside its loading they save 0.3 s of 5.7 s on 10M events, but the
-    # peak goes past 2 GB.)
-    step("primary metric, retuning and replay", 0.3)
-    pm_rows, actions, replay_f = _plan(steady_f, warm_f, buckets, hw)
-    step("loading the comparator", 0.5)
-    steady_c = _load(con, comparator, warm_c)
-    _release_duckdb_memory(con)
+        other = pool.submit(_comparator_lane, con, duck, failing, comparator, warm_f, warm_c, hw)
+        with duck:
+            # Steady state only: warm-up requests are not a regression (and not loaded at all).
+            steady_f = _load(con, failing, warm_f)
+            bucket_params = {
+                "run_id": failing,
+                "compiled_shapes": sorted(steady_f.compiled_shapes),
+            }
+            buckets = db.query(con, "shape_buckets", bucket_params)
+        pm_rows, actions, replay_f = _plan(steady_f, warm_f, buckets, hw)
+        (tables, stages, with_warmup, drift), steady_c, replay_c = other.result()
     step("replay and localization", 0.6)
-    loc = localize(steady_f, steady_c, hw, n_boot=evidence.N_BOOT, failing_replay=replay_f)
+    loc = localize(steady_f, steady_c, hw, n_boot=evidence.N_BOOT, replays=(replay_f, replay_c))
 
     share_by_stage = {
         s: {k: float(v) for k, v in d.items()} for s, d in loc.explained_share.items()
@@ -334,9 +333,31 @@ def _release_duckdb_memory(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("RESET memory_limit")
 
 
+_Evidence = tuple[dict[str, EvidenceTable], list[StageRow], StageRow, evidence.ShapeDrift]
+
+
+def _comparator_lane(
+    con: duckdb.DuckDBPyConnection,
+    duck: threading.Lock,
+    failing: str,
+    comparator: str,
+    warm_f: Warmup,
+    warm_c: Warmup,
+    hw: HardwareProfile,
+) -> tuple[_Evidence, RunArrays, Replayed]:
+    """The comparator's steady state and its replay, then the evidence."""
+    with duck:
+        steady_c = _load(con, comparator, warm_c)
+    replay_c = replayed(steady_c, hw)
+    found = _evidence(con.cursor(), failing, comparator, warm_f, warm_c)
+    with duck:
+        _release_duckdb_memory(con)
+    return found, steady_c, replay_c
+
+
 def _evidence(
     con: duckdb.DuckDBPyConnection, failing: str, comparator: str, warm_f: Warmup, warm_c: Warmup
-) -> tuple[dict[str, EvidenceTable], list[StageRow], StageRow, evidence.ShapeDrift]:
+) -> _Evidence:
     """The evidence tables, stage rows (steady and end-to-end with warm-up) and shape drift."""
     try:
         skip_f, skip_c = warm_f.affected_requests, warm_c.affected_requests
