@@ -3,9 +3,10 @@
     uv run python bench/triage.py [--events 10000000] [--repeat 3] [--store DIR]
 
 Builds the store once (two synthetic serving runs from tests/triage_stores.py, failing with
-recompiles on drifted shapes) in a temporary directory unless --store points at one, then
-triages it in a fresh process per repeat so peak RSS is the triage's own. The last line is one
-JSON object with the figures.
+recompiles on drifted shapes, committed as an ingest commits them: each run of 5M events gets
+its op table) in a temporary directory unless --store points at one, then triages it in a
+fresh process per repeat so peak RSS is the triage's own. The last line is one JSON object
+with the figures; "op_tables" counts the runs that have one.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def _count_events(store: Path) -> int:
 
 
 def main() -> None:
+    from workbench.store import op_table
+
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
@@ -123,6 +126,7 @@ def main() -> None:
         figures = {
             "bench": "triage",
             "events": n_events,
+            "op_tables": len(list((store / "events").glob(f"run_id=*/{op_table.FILE}"))),
             "repeat": args.repeat,
             "median_seconds": statistics.median(seconds),
             "min_seconds": min(seconds),
