@@ -19,7 +19,8 @@ For a modelled op, in microseconds:
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -103,6 +104,18 @@ def dense_ids(key: I64) -> tuple[I64, int]:
     return inv.ravel().astype(np.int64), int(uniq.size)
 
 
+def first_index(ids: I64, k: int) -> I64:
+    """Position of the first occurrence of each id 0..k-1 in `ids` (len(ids) where absent)."""
+    first = np.full(k, ids.size, dtype=np.int64)
+    if ids.size and bool(np.all(ids[1:] >= ids[:-1])):
+        # Ids in order (ops keyed by request usually are): the first is where the id changes.
+        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+        first[ids[starts]] = starts
+    else:
+        np.minimum.at(first, ids, np.arange(ids.size))
+    return first
+
+
 def _group_key(req: I64, fg: I64) -> tuple[I64, int]:
     """A key per fused op (its request and fusion group), equal exactly for ops of one
     instance, in 0..k-1 with k small enough to index a table (at most ~4 keys per op)."""
@@ -135,7 +148,7 @@ def chunks(n: int) -> list[slice]:
 
 
 def _quantize(
-    m: F64, n: F64, tm: F64, tn: F64, hw: HardwareProfile, p: CostParams
+    m: F64, n: F64, tm: F64 | float, tn: F64 | float, hw: HardwareProfile, p: CostParams
 ) -> tuple[F64, F64, F64]:
     """(tiles, waves, slots per wave) of tiled ops: ceil(M/tm) * ceil(N/tn) tiles run in waves
     of core_count * occupancy, occupancy = tiles whose staging buffers fit a core's SRAM."""
@@ -203,6 +216,67 @@ def _in_range(x: F64) -> B:
     return ok
 
 
+def _us_per_flop(hw: HardwareProfile, p: CostParams) -> tuple[float, float]:
+    """Microseconds per flop on the (vector unit, matrix unit) at reachable efficiency."""
+    vec_us = _US / (hw.vector_flops * p.compute_efficiency)
+    return vec_us, _US / (hw.peak_dense_bf16_flops * p.compute_efficiency)
+
+
+def _matrix_candidates(m: F64, n: F64, mod: B, fallback: B) -> B:
+    """Ops that may run on the matrix unit: modelled, known output shape, not a generic
+    fallback kernel."""
+    cand = _in_range(m)
+    cand &= _in_range(n)
+    cand &= mod
+    cand &= ~fallback
+    return cand
+
+
+def _tiled_us(
+    vec_us: F64,
+    m: F64,
+    n: F64,
+    tm: F64 | float,
+    tn: F64 | float,
+    hw: HardwareProfile,
+    p: CostParams,
+) -> F64:
+    """Compute time of tiled ops from their vector-unit time; tm, tn: per op or one tile for all."""
+    vec, mat = _us_per_flop(hw, p)
+    on_matrix_factor = 1.0 + (mat / vec - 1.0)
+    # Work actually issued: every slot of every wave runs a full tm x tn tile.
+    _, t_waves, slots = _quantize(m, n, tm, tn, hw, p)
+    issued = t_waves * slots * tm * tn / (m * n)
+    return np.asarray(vec_us * (on_matrix_factor * issued), dtype=np.float64)
+
+
+def _overlapped(
+    compute: F64,
+    memory: F64,
+    mod: B,
+    observed: NDArray[np.floating[Any]],
+    hw: HardwareProfile,
+    p: CostParams,
+    out: F64,
+) -> None:
+    """out = c + m - rho * min(c, m) + launch where modelled, else the observed time (NaN -> 0).
+
+    Exactly 0 + observed for unmodelled ops, whose compute and memory are 0."""
+    np.minimum(compute, memory, out=out)
+    out *= -p.overlap
+    out += compute
+    out += memory
+    out += mod * hw.launch_overhead_us
+    if not np.isfinite(observed.sum()):  # a NaN or inf among them (or an overflowing sum)
+        observed = np.nan_to_num(observed, nan=0.0)
+    out += observed * ~mod
+
+
+def _fused_us(compute: F64, memory: F64, launch: NDArray[np.floating[Any]], p: CostParams) -> F64:
+    """Time of fused ops, from their group's memory (spill included) and launch share."""
+    return np.asarray(compute + memory - p.overlap * np.minimum(compute, memory) + launch)
+
+
 def _local_costs(
     ops: OpArrays, sl: slice, hw: HardwareProfile, p: CostParams, out: OpCost, per_byte: F64
 ) -> F64:
@@ -216,19 +290,13 @@ def _local_costs(
     mod |= b > 0
     out.launched[sl] = mod
 
-    vec_us = _US / (hw.vector_flops * p.compute_efficiency)
-    mat_us = _US / (hw.peak_dense_bf16_flops * p.compute_efficiency)
-    on_matrix_factor = 1.0 + (mat_us / vec_us - 1.0)
+    vec_us, mat_us = _us_per_flop(hw, p)
     compute = out.compute_us[sl]
     np.multiply(f, vec_us, out=compute)
-    # Candidates for the matrix unit: known output shape, not a generic fallback kernel. Tiled
-    # candidates always go to it, the others when dense enough; masks over the whole chunk are
-    # cheaper than gathering the (usually many) candidates.
+    # Tiled candidates always go to the matrix unit, the others when dense enough; masks over
+    # the whole chunk are cheaper than gathering the (usually many) candidates.
     m, nn = ops.m[sl], ops.n[sl]
-    cand = _in_range(m)
-    cand &= _in_range(nn)
-    cand &= mod
-    cand &= ~ops.fallback[sl]
+    cand = _matrix_candidates(m, nn, mod, ops.fallback[sl])
     tile_ok = _in_range(ops.tile_m[sl])
     tile_ok &= _in_range(ops.tile_n[sl])
     matrix = out.matrix_unit[sl]
@@ -243,29 +311,13 @@ def _local_costs(
     cand &= tile_ok
     matrix |= cand
     tiled = np.flatnonzero(cand)
-
-    # Work actually issued: every slot of every wave runs a full tm x tn tile.
-    tm, tn = ops.tile_m[sl][tiled], ops.tile_n[sl][tiled]
-    tiled_m, tiled_n = m[tiled], nn[tiled]
-    _, t_waves, slots = _quantize(tiled_m, tiled_n, tm, tn, hw, p)
-    issued = t_waves * slots * tm * tn / (tiled_m * tiled_n)
-    compute[tiled] *= on_matrix_factor * issued
+    compute[tiled] = _tiled_us(
+        compute[tiled], m[tiled], nn[tiled], ops.tile_m[sl][tiled], ops.tile_n[sl][tiled], hw, p
+    )
 
     memory = out.memory_us[sl]
     np.multiply(b, per_byte.take(_tier_index(ops.mem_tier[sl])), out=memory)
-
-    # t = c + m - rho * min(c, m) + launch; exactly 0 for unmodelled ops, which then get their
-    # observed time (NaN -> 0) added.
-    pred = out.predicted_us[sl]
-    np.minimum(compute, memory, out=pred)
-    pred *= -p.overlap
-    pred += compute
-    pred += memory
-    pred += mod * hw.launch_overhead_us
-    observed = ops.observed_us[sl]
-    if not np.isfinite(observed.sum()):  # a NaN or inf among them (or an overflowing sum)
-        observed = np.nan_to_num(observed, nan=0.0)
-    pred += observed * ~mod
+    _overlapped(compute, memory, mod, ops.observed_us[sl], hw, p, out.predicted_us[sl])
     return b
 
 
@@ -306,13 +358,11 @@ def _group_costs(hw: HardwareProfile, p: CostParams, out: OpCost, fused_ops: _Fu
         m[over] += spill * (_US / (hw.hbm_bw * p.memory_efficiency))
         out.memory_us[fused[over]] = m[over]
     # One launch per group instance, on its first modelled op in array order.
-    first = np.full(n_keys, fused.size, dtype=np.int64)
-    np.minimum.at(first, key, np.arange(fused.size))
+    first = first_index(key, n_keys)
     launched = np.zeros(fused.size, dtype=np.bool_)
     launched[first[first < fused.size]] = True
     out.launched[fused] = launched
-    launch = launched * hw.launch_overhead_us
-    out.predicted_us[fused] = c + m - p.overlap * np.minimum(c, m) + launch
+    out.predicted_us[fused] = _fused_us(c, m, launched * hw.launch_overhead_us, p)
 
 
 def op_times(ops: OpArrays, hw: HardwareProfile, params: CostParams = DEFAULT_PARAMS) -> OpCost:
@@ -352,16 +402,17 @@ def retimed(
     fallback: bool | None = None,
 ) -> Iterator[F64]:
     """op_times(...).predicted_us[sel] had ops `sel` run with each tile of `tiles` (one array
-    per tile, each made when asked for), or with fallback flag `fallback` when no tiles are given; base = op_times(ops,
-    hw, params).
+    per tile, each made when asked for), or with fallback flag `fallback` when no tiles are
+    given; base = op_times(ops, hw, params).
 
     Only compute time depends on the tile and the fallback flag (memory, spill and launches
     depend on bytes, tiers and groups), so only `sel` is re-costed: O(len(sel)), not O(ops).
     """
     n = int(sel.size)
-    # Only the fields _local_costs reads are gathered; the others are placeholders.
+    # Only the fields _local_costs reads are gathered; the others are placeholders. With tiles,
+    # `sel` is costed once untiled: a tile only changes its matrix candidates (below).
     zeros = np.broadcast_to(np.zeros(1), (n,))
-    tile_m, tile_n = (np.empty(n), np.empty(n)) if tiles else (ops.tile_m[sel], ops.tile_n[sel])
+    no_tile = np.broadcast_to(np.full(1, np.nan), (n,))
     sub = OpArrays(
         req=np.broadcast_to(np.zeros(1, dtype=np.int64), (n,)),
         stage=np.broadcast_to(np.zeros(1, dtype=np.int8), (n,)),
@@ -370,8 +421,8 @@ def retimed(
         bytes=ops.bytes[sel],
         m=ops.m[sel],
         n=ops.n[sel],
-        tile_m=tile_m,
-        tile_n=tile_n,
+        tile_m=no_tile if tiles else ops.tile_m[sel],
+        tile_n=no_tile if tiles else ops.tile_n[sel],
         fusion_group=np.broadcast_to(np.full(1, -1, dtype=np.int64), (n,)),
         mem_tier=ops.mem_tier[sel],
         core=np.broadcast_to(np.zeros(1, dtype=np.int32), (n,)),
@@ -379,11 +430,8 @@ def retimed(
         recompile=np.broadcast_to(np.zeros(1, dtype=np.bool_), (n,)),
         predicted_us=zeros,
     )
-    fused = np.flatnonzero(base.modelled[sel] & (ops.fusion_group[sel] >= 0))
-    fused_mem = base.memory_us[sel[fused]]
-    fused_launch = base.launched[sel[fused]] * hw.launch_overhead_us
-    scratch = OpCost(
-        predicted_us=zeros,
+    out = OpCost(
+        predicted_us=np.empty(n),
         modelled=np.empty(n, dtype=np.bool_),
         compute_us=np.empty(n),
         memory_us=np.empty(n),
@@ -392,20 +440,70 @@ def retimed(
         launch_overhead_us=hw.launch_overhead_us,
         matrix_unit=np.empty(n, dtype=np.bool_),
     )
-    variants: list[tuple[float, float] | None] = [*tiles] if tiles else [None]
     per_byte = _tier_us_per_byte(hw, params)
-    for tile in variants:
-        if tile is not None:  # the one tile buffer pair is refilled per variant
-            tile_m.fill(tile[0])
-            tile_n.fill(tile[1])
-        out = replace(scratch, predicted_us=np.empty(n))
-        for sl in chunks(n):
-            _local_costs(sub, sl, hw, params, out, per_byte)
-        # Same arithmetic, in the same order, as op_times: _group_costs' formula for fused ops
-        # with base's memory (spill included) and launch, _local_costs' result for the others.
-        if fused.size:
-            c = out.compute_us[fused]
-            out.predicted_us[fused] = (
-                c + fused_mem - params.overlap * np.minimum(c, fused_mem) + fused_launch
-            )
+    for sl in chunks(n):
+        _local_costs(sub, sl, hw, params, out, per_byte)
+    # Same arithmetic, in the same order, as op_times: _group_costs' formula for fused ops
+    # with base's memory (spill included) and launch, _local_costs' result for the others.
+    fused = np.flatnonzero(base.modelled[sel] & (ops.fusion_group[sel] >= 0))
+    fused_ops = sel[fused]
+    fused_mem = base.memory_us[fused_ops]
+    fused_launch = base.launched[fused_ops] * hw.launch_overhead_us
+    out.predicted_us[fused] = _fused_us(out.compute_us[fused], fused_mem, fused_launch, params)
+    if not tiles:
         yield out.predicted_us
+        return
+    # A tile every op can use sends all matrix candidates to the matrix unit, tiled, where
+    # _local_costs leaves their vector-unit time as is (factor 1); any other tile leaves every
+    # op untiled. The other ops cost the same either way: only the candidates are re-costed.
+    cand = _matrix_candidates(sub.m, sub.n, out.modelled, sub.fallback)
+    in_group = np.flatnonzero(cand[fused])
+    cand[fused] = False
+    solo = np.flatnonzero(cand)
+    vec_us = _us_per_flop(hw, params)[0]
+    parts = [
+        _Candidates(
+            fused[in_group], vec_us, sub, fused_mem[in_group], fused_launch[in_group], True
+        ),
+        _Candidates(solo, vec_us, sub, out.memory_us[solo], sub.observed_us[solo], False),
+    ]
+    for tm, tn in tiles:
+        alt = out.predicted_us.copy()
+        if _in_range(np.array((tm, tn), dtype=np.float64)).all():
+            for part in parts:
+                for at, t in part.tiled(tm, tn, hw, params):
+                    alt[at] = t
+        yield alt
+
+
+class _Candidates:
+    """Matrix candidates among re-costed ops (positions `at` in them) with the tile-independent
+    parts of their time: for fused ops their group's memory and launch share (as _group_costs
+    takes them), for the others their memory and observed time (as _local_costs)."""
+
+    def __init__(
+        self,
+        at: NDArray[np.intp],
+        vec_us: float,
+        sub: OpArrays,
+        memory_us: F64,
+        extra_us: NDArray[np.floating[Any]],
+        fused: bool,
+    ) -> None:
+        self.at, self.memory_us, self.extra_us, self.fused = at, memory_us, extra_us, fused
+        self.vec_us = _positive(sub.flops[at]) * vec_us
+        self.m, self.n = sub.m[at], sub.n[at]
+
+    def tiled(
+        self, tm: float, tn: float, hw: HardwareProfile, p: CostParams
+    ) -> Iterator[tuple[NDArray[np.intp], F64]]:
+        """(positions, predicted time) chunk by chunk, with every candidate on a tm x tn tile."""
+        for sl in chunks(self.at.size):
+            c = _tiled_us(self.vec_us[sl], self.m[sl], self.n[sl], tm, tn, hw, p)
+            if self.fused:
+                yield self.at[sl], _fused_us(c, self.memory_us[sl], self.extra_us[sl], p)
+            else:
+                t = np.empty(c.size)
+                mod = np.ones(c.size, dtype=np.bool_)  # candidates are modelled
+                _overlapped(c, self.memory_us[sl], mod, self.extra_us[sl], hw, p, t)
+                yield self.at[sl], t

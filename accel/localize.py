@@ -21,13 +21,15 @@ is not graded. The cost model (accel.replay) supplies the residuals of step 4.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Final, TypedDict
 
 import numpy as np
+from numpy.typing import NDArray
 
-from accel.cost import OpCost, dense_ids
+from accel.cost import OpCost, dense_ids, first_index
 from accel.ops import F64, I8, I64, B, OpArrays, RequestArrays, RunArrays, joint_name_codes
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
@@ -268,10 +270,19 @@ def _match(f: OpArrays, c: OpArrays) -> _Match | None:
     c_sorted, c_key = c_sel[order], c_key[order]
     f_sel = np.flatnonzero(f_ok)
     f_key = f_code[f_sel] * big + f.m[f_sel]
-    pos = np.searchsorted(c_key, f_key)
-    lo = np.clip(pos - 1, 0, c_key.size - 1)
-    hi = np.clip(pos, 0, c_key.size - 1)
-    pick = np.where(np.abs(c_key[lo] - f_key) <= np.abs(c_key[hi] - f_key), lo, hi)
+    # The nearest key below (the last op of its run of equal keys, else the first op) or at or
+    # above (the first op of its run, else the last op), searched among the distinct keys only:
+    # a few sizes per name, where the ops number millions.
+    starts = np.flatnonzero(np.concatenate(([True], c_key[1:] != c_key[:-1])))
+    ends = np.append(starts[1:], c_key.size) - 1
+    distinct = c_key[starts]
+    pos = np.searchsorted(distinct, f_key)
+    below = np.maximum(pos - 1, 0)
+    above = np.minimum(pos, distinct.size - 1)
+    lo = np.where(pos > 0, ends[below], 0)
+    hi = np.where(pos < distinct.size, starts[above], c_key.size - 1)
+    nearer_below = np.abs(distinct[below] - f_key) <= np.abs(distinct[above] - f_key)
+    pick = np.where(nearer_below, lo, hi)
     cand = c_sorted[pick]
     same = c_code[cand] == f_code[f_sel]
     return _Match(f_sel[same], cand[same], f_code[f_sel[same]], c_code, vocab, f_code)
@@ -280,21 +291,26 @@ def _match(f: OpArrays, c: OpArrays) -> _Match | None:
 def _signature(ops: OpArrays, idx: I64) -> I64:
     """Lowering decision of each op as one integer: fallback, fused, tier, tile."""
     return _signature_of(
-        ops.tile_m[idx],
-        ops.tile_n[idx],
+        _tile_code(ops.tile_m[idx], ops.tile_n[idx]),
         ops.fusion_group[idx],
         ops.fallback[idx],
         ops.mem_tier[idx],
     )
 
 
-def _signature_of(tile_m: F64, tile_n: F64, group: I64, fallback: B, tier: I8) -> I64:
-    """_signature from the ops' fields (already taken at the ops of interest)."""
+def _tile_code(tile_m: F64, tile_n: F64) -> I64:
+    """The tile part of a signature (tm * 4096 + tn, NaN as 0)."""
     tm = np.nan_to_num(tile_m, nan=0.0).astype(np.int64)
-    tn = np.nan_to_num(tile_n, nan=0.0).astype(np.int64)
+    return tm * 4096 + np.nan_to_num(tile_n, nan=0.0).astype(np.int64)
+
+
+def _signature_of(tile: I64, group: I64, fallback: B, tier: I8) -> I64:
+    """_signature from the ops' fields (already taken at the ops of interest); tile: _tile_code.
+
+    Kept apart, the tile code of the ops a swap leaves alone is computed once for all swaps."""
     fused = (group >= 0).astype(np.int64)
     fb = fallback.astype(np.int64)
-    return (((fb * 2 + fused) * 8 + tier.astype(np.int64) + 1) * 4096 + tm) * 4096 + tn
+    return ((fb * 2 + fused) * 8 + tier.astype(np.int64) + 1) * (1 << 24) + tile
 
 
 def _leaders(ops: OpArrays, code: I64) -> I64:
@@ -307,10 +323,18 @@ def _leaders(ops: OpArrays, code: I64) -> I64:
     # Dense ids and each id's first position: what np.unique(return_index, return_inverse)
     # gives, without its sort.
     inv, k = dense_ids(key)
-    first = np.full(k, fused.size, dtype=np.int64)
-    np.minimum.at(first, inv, np.arange(fused.size, dtype=np.int64))
-    out[fused] = code[fused[first]][inv]
+    out[fused] = code[fused[first_index(inv, k)]][inv]
     return out
+
+
+def _grouped(ids: I64, k: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Positions ordered by id 0..k-1, stably (an id's positions stay in order), and the k + 1
+    bounds of each id's slice of them: one pass instead of a mask per id."""
+    # A radix sort when the ids fit 16 bits, 4x faster than a sort of int64.
+    order = np.argsort(ids.astype(np.uint16) if k <= 1 << 16 else ids, kind="stable")
+    bounds = np.zeros(k + 1, dtype=np.intp)
+    np.cumsum(np.bincount(ids, minlength=k), out=bounds[1:])
+    return order, bounds
 
 
 def group_medians(key: I64, value: F64) -> tuple[I64, F64]:
@@ -318,13 +342,12 @@ def group_medians(key: I64, value: F64) -> tuple[I64, F64]:
     if not key.size:
         return key[:0], np.zeros(0)
     ids, k = dense_ids(key)
-    # Sort by value, then stably by dense group id: a radix sort when the ids fit 16 bits,
-    # 4x faster than lexsort on millions of ops. Ties in value are equal, so any order does.
+    # Sort by value, then stably by dense group id (faster than lexsort on millions of ops).
+    # Ties in value are equal, so any order does.
     by_value = np.argsort(value)
-    gid = ids[by_value].astype(np.uint16 if k <= 1 << 16 else np.int64)
-    order = by_value[np.argsort(gid, kind="stable")]
-    counts = np.bincount(ids, minlength=k)
-    starts = np.cumsum(counts) - counts
+    by_group, bounds = _grouped(ids[by_value], k)
+    order = by_value[by_group]
+    starts, counts = bounds[:-1], np.diff(bounds)
     v = value[order]
     lo = starts + (counts - 1) // 2
     hi = starts + counts // 2
@@ -341,12 +364,14 @@ class _Timing:
     def lookup(self, name: I64, sig: I64, m: F64) -> F64:
         out = np.full(name.size, np.nan)
         pairs = name * (1 << 40) + sig
-        for key in np.unique(pairs):
-            curve = self.curves.get((int(key) >> 40, int(key) & ((1 << 40) - 1)))
+        order, bounds = _grouped(*dense_ids(pairs))
+        for lo, hi in itertools.pairwise(bounds.tolist()):
+            sel = order[lo:hi]
+            key = int(pairs[sel[0]])
+            curve = self.curves.get((key >> 40, key & ((1 << 40) - 1)))
             if curve is None:
                 continue
             ms, ts = curve
-            sel = pairs == key
             x = m[sel]
             y = np.interp(x, ms, ts)
             # Past the largest M it ran, time grows with M (the work is proportional to rows).
@@ -361,10 +386,12 @@ def _timing(c: OpArrays, c_code: I64) -> _Timing:
     curves: dict[tuple[int, int], tuple[F64, F64]] = {}
     key = c_code[sel] * (1 << 40) + sig
     m_sel = np.round(c.m[sel]).astype(np.int64)  # taken once, not once per key
-    for k in np.unique(key):
-        g = key == k
+    order, bounds = _grouped(*dense_ids(key))
+    for lo, hi in itertools.pairwise(bounds.tolist()):
+        g = order[lo:hi]
+        k = int(key[g[0]])
         ms, ts = group_medians(m_sel[g], t[g])
-        curves[(int(k) >> 40, int(k) & ((1 << 40) - 1))] = (ms.astype(np.float64), ts)
+        curves[(k >> 40, k & ((1 << 40) - 1))] = (ms.astype(np.float64), ts)
     return _Timing(curves)
 
 
@@ -374,19 +401,39 @@ class _SwapBase:
 
     observed_stage_us: F64  # (n_req, 5) stage op time of the failing run's observed ops
     f_code: I64  # name code of every failing op (-1: not matched)
-    f_lead: I64  # _leaders of the failing ops
-    c_lead: I64  # _leaders of the comparator ops
+    # Per matched op (m.f_idx): its _tile_code, its comparator op's, and its _signature.
+    f_tile: I64
+    c_tile: I64
+    f_sig: I64
+    # The fusion groups of all failing ops when the matched ops take the comparator's, and per
+    # matched op whether its group's leader changed with them (the fusion and all swaps).
+    fusion_group: I64
+    regrouped: B
 
 
 def _swap_base(f: OpArrays, c: OpArrays, n_req: int, m: _Match) -> _SwapBase:
     f_code = np.full(f.size, -1, dtype=np.int64)
     f_code[m.f_idx] = m.name_code
     obs = np.nan_to_num(f.observed_us, nan=0.0)
+    fi, ci = m.f_idx, m.c_idx
+    f_tile = _tile_code(f.tile_m[fi], f.tile_n[fi])
+    # New group instances: (request, comparator's group leader) for ops it fused.
+    lead = _leaders(c, m.c_name_code)[ci]
+    key = np.where(lead >= 0, f.req[fi] * (len(m.vocab) + 1) + lead, -1)
+    fgroup = f.fusion_group.copy()
+    fgroup[fi] = key
+    untouched = np.ones(f.size, dtype=bool)
+    untouched[fi] = False
+    fgroup[untouched & (fgroup >= 0)] += int(key.max(initial=0)) + 1
+    regrouped = _leaders(replace(f, fusion_group=fgroup), f_code)[fi] != _leaders(f, f_code)[fi]
     return _SwapBase(
         observed_stage_us=stage_times(f, obs, n_req).stage_us,
         f_code=f_code,
-        f_lead=_leaders(f, f_code),
-        c_lead=_leaders(c, m.c_name_code),
+        f_tile=f_tile,
+        c_tile=_tile_code(c.tile_m[ci], c.tile_n[ci]),
+        f_sig=_signature_of(f_tile, f.fusion_group[fi], f.fallback[fi], f.mem_tier[fi]),
+        fusion_group=fgroup,
+        regrouped=regrouped,
     )
 
 
@@ -419,35 +466,24 @@ def _lowering_swap(
         delta[:, _LOW] += np.minimum(c_rate - f_rc, 0.0)
     if part == "compile":
         return delta
-    f_code_all = base.f_code
     fi, ci = m.f_idx, m.c_idx
-    take = np.ones(fi.size, dtype=bool)
+    f_tile, c_tile, sig_old = base.f_tile, base.c_tile, base.f_sig
     if part == "kernel":
         take = f.fallback[fi] | (f.tile_m[fi] != c.tile_m[ci]) | (f.tile_n[fi] != c.tile_n[ci])
-    fi, ci = fi[take], ci[take]
-    # The signature reads the swapped fields at fi only; the fusion groups are swapped whole,
-    # since the leaders of the new group instances span ops outside fi.
-    tile_m, tile_n, fallback = f.tile_m[fi], f.tile_n[fi], f.fallback[fi]
-    tier, fgroup = f.mem_tier[fi], f.fusion_group
+        fi, ci, f_tile, c_tile, sig_old = (x[take] for x in (fi, ci, f_tile, c_tile, sig_old))
+    # The signature reads the swapped fields at fi only; the fusion groups are swapped whole
+    # (in base), since the leaders of the new group instances span ops outside fi.
+    tile, fallback, tier, fgroup = f_tile, f.fallback[fi], f.mem_tier[fi], f.fusion_group
     if part in ("kernel", "all"):
-        tile_m, tile_n, fallback = c.tile_m[ci], c.tile_n[ci], c.fallback[ci]
+        tile, fallback = c_tile, c.fallback[ci]
     if part in ("fusion", "all"):
-        tier = c.mem_tier[ci]
-        lead = base.c_lead[ci]
-        # New group instances: (request, comparator's group leader) for ops it fused.
-        key = np.where(lead >= 0, f.req[fi] * (len(m.vocab) + 1) + lead, -1)
-        fgroup = f.fusion_group.copy()
-        fgroup[fi] = key
-        untouched = np.ones(f.size, dtype=bool)
-        untouched[fi] = False
-        fgroup[untouched & (fgroup >= 0)] += int(key.max(initial=0)) + 1
-    sig_new = _signature_of(tile_m, tile_n, fgroup[fi], fallback, tier)
-    t_new = timing.lookup(f_code_all[fi], sig_new, f.m[fi])
-    sig_old = _signature(f, fi)
+        tier, fgroup = c.mem_tier[ci], base.fusion_group
+    sig_new = _signature_of(tile, fgroup[fi], fallback, tier)
+    t_new = timing.lookup(base.f_code[fi], sig_new, f.m[fi])
     # An op is re-timed when its own decision or its fused group's make-up changed.
     changed = sig_new != sig_old
     if part in ("fusion", "all"):  # else fusion groups, hence leaders, are f's own
-        changed |= _leaders(replace(f, fusion_group=fgroup), f_code_all)[fi] != base.f_lead[fi]
+        changed |= base.regrouped
     new_us = np.nan_to_num(f.observed_us, nan=0.0)
     ok = changed & np.isfinite(t_new)
     new_us[fi[ok]] = t_new[ok]
@@ -481,8 +517,11 @@ def _placement_swap(
     share = flat.reshape(nv, n_core)
     # Failing: the k-th shard (by core) of an op in a request goes to the k-th core.
     group = f.req[sel] * nv + f_code
-    # Stable sort of (group, core) packed in one key: the same order as a lexsort, faster.
-    order = np.argsort(group * n_core + f.core[sel], kind="stable")
+    # Stable sort by (group, core): by core (a radix sort), then stably by group, which only
+    # merges n_core sorted runs when ops come grouped by request (as they usually do).
+    core = f.core[sel]
+    by_core = np.argsort(core.astype(np.uint16) if n_core <= 1 << 16 else core, kind="stable")
+    order = by_core[np.argsort(group[by_core], kind="stable")]
     g = group[order]
     starts = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
     rank = np.empty(sel.size, dtype=np.int64)
@@ -495,14 +534,13 @@ def _placement_swap(
     # moving rows between cores moves b * rows of time.
     t = np.nan_to_num(f.observed_us[sel], nan=0.0)
     slope = np.zeros(nv)
-    # Each name's shards in their original order (a stable sort), sliced instead of masked.
-    by_code = np.argsort(f_code, kind="stable")
-    m_by, t_by, code_by = f.m[sel][by_code], t[by_code], f_code[by_code]
-    bounds = np.flatnonzero(np.diff(code_by)) + 1
-    for lo, hi in zip(np.append(0, bounds), np.append(bounds, code_by.size), strict=True):
+    # Each name's shards in their original order, sliced instead of masked.
+    by_code, bounds = _grouped(f_code, nv)
+    m_by, t_by = f.m[sel][by_code], t[by_code]
+    for code, (lo, hi) in enumerate(itertools.pairwise(bounds.tolist())):
         x = m_by[lo:hi]
         if hi - lo >= 3 and np.ptp(x) > 0:
-            slope[code_by[lo]] = max(float(np.polyfit(x, t_by[lo:hi], 1)[0]), 0.0)
+            slope[code] = max(float(np.polyfit(x, t_by[lo:hi], 1)[0]), 0.0)
     new_us = np.nan_to_num(f.observed_us, nan=0.0)
     new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - f.m[sel], 0.0), 0.0)
     cores = f.core.copy()

@@ -27,7 +27,7 @@ from accel.cost import OpCost, op_times, retimed
 from accel.localize import group_medians, observed_queue, requeue
 from accel.ops import F64, I64, OpArrays, RunArrays, name_codes
 from accel.profiles import HardwareProfile
-from accel.replay import stage_times
+from accel.replay import stage_times_of
 from accel.stages import STAGE_CODE
 from accel.stats import mape, quantile, spearman
 
@@ -85,17 +85,20 @@ def _regret(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost) -> F64:
         return out[sel]
     # Distinct (tm, tn) pairs as complex numbers: a 1-d unique is far cheaper than axis=0. Pairs
     # with a NaN collapse into one, which is harmless: a NaN tile means untiled whatever tm is.
-    used = np.empty(tuned.size, dtype=np.complex128)
-    used.real, used.imag = ops.tile_m[tuned], ops.tile_n[tuned]
+    # Only the first op of each run of equal pairs goes in: every distinct pair starts a run
+    # (NaN != NaN keeps NaN pairs), and ops in a row mostly share a tile.
+    tm, tn = ops.tile_m[tuned], ops.tile_n[tuned]
+    starts = np.flatnonzero(np.concatenate(([True], (tm[1:] != tm[:-1]) | (tn[1:] != tn[:-1]))))
+    used = np.empty(starts.size, dtype=np.complex128)
+    used.real, used.imag = tm[starts], tn[starts]
     std = np.asarray([complex(tm, tn) for tm, tn in STANDARD_TILES])
     menu = [(float(t.real), float(t.imag)) for t in np.unique(np.concatenate((used, std)))]
-    base = cost.predicted_us
-    best = base[tuned]
+    base = cost.predicted_us[tuned]
+    best = base.copy()
     for alt in retimed(ops, cost, tuned, hw, tiles=menu):
         np.minimum(best, alt, out=best)
-    ok = base[tuned] > 0
-    t_ok = tuned[ok]
-    out[t_ok] = (base[t_ok] - best[ok]) / base[t_ok]
+    ok = base > 0
+    out[tuned[ok]] = (base[ok] - best[ok]) / base[ok]
     return out[sel]
 
 
@@ -181,9 +184,9 @@ def primary_metric(
 
     stage = np.nan_to_num(np.asarray(req.stage_us, dtype=np.float64), nan=0.0)
     q = observed_queue(req)
-    obs_exec = stage_times(ops, obs, n).stage_us[:, _EXEC]
-    tuned_exec = stage_times(ops, as_tuned, n).stage_us[:, _EXEC]
-    generic_exec = stage_times(ops, as_generic, n).stage_us[:, _EXEC]
+    obs_exec, tuned_exec, generic_exec = (
+        st.stage_us[:, _EXEC] for st in stage_times_of(ops, (obs, as_tuned, as_generic), n)
+    )
     low_rc = np.bincount(ops.req[recompiles], obs[recompiles], n)
 
     adapted = stage.copy()

@@ -40,6 +40,21 @@ def test_retimed_equals_full_op_times(
     np.testing.assert_array_equal(next(retimed(ops, base, sel, hw, params, fallback=True)), want)
 
 
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), profile=st.sampled_from(sorted(PROFILES)))
+def test_retimed_menu_of_tiles_equals_full_op_times(seed: int, profile: str) -> None:
+    run = random_run(seed, 8, 30, nan_share=0.1)
+    ops, hw = run.ops, get_profile(profile)
+    base = op_times(ops, hw)
+    sel = np.flatnonzero(np.random.default_rng(seed).random(ops.size) < 0.7)
+    menu = [(64.0, 64.0), (float("nan"), 128.0), (256.0, 128.0), (0.0, 64.0), (128.0, 256.0)]
+    for tile, got in zip(menu, retimed(ops, base, sel, hw, tiles=menu), strict=True):
+        tile_m, tile_n = ops.tile_m.copy(), ops.tile_n.copy()
+        tile_m[sel], tile_n[sel] = tile
+        want = op_times(replace(ops, tile_m=tile_m, tile_n=tile_n), hw).predicted_us[sel]
+        np.testing.assert_array_equal(got, want)
+
+
 def test_retimed_yields_one_array_per_tile() -> None:
     run = random_run(3, 4, 20)
     hw = get_profile("h100")

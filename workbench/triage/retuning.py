@@ -16,7 +16,7 @@ from typing import Any, Final
 import numpy as np
 
 from accel import stats
-from accel.cost import OpCost, op_times
+from accel.cost import OpCost, op_times, retimed
 from accel.ops import OpArrays, RunArrays
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
@@ -202,11 +202,15 @@ def _op_saving(
     run: RunArrays, hw: HardwareProfile, mask: np.ndarray, changed: RunArrays, base: OpCost
 ) -> np.ndarray:
     """Per request: observed time of masked ops scaled by the model's relative saving."""
-    before = base.predicted_us
-    after = op_times(changed.ops, hw).predicted_us
+    # Only the masked ops are read, so only they are re-costed (what op_times(changed.ops)
+    # gives them): the changes here alter no group a masked op stays fused in, whose memory
+    # and launch retimed then takes from base.
+    sel = np.flatnonzero(mask)
+    before = base.predicted_us[sel]
+    after = next(retimed(changed.ops, base, sel, hw))
     ratio = np.where(before > 0, 1.0 - after / np.where(before > 0, before, 1.0), 0.0)
-    per_op = np.where(mask, run.ops.observed_us * np.clip(ratio, -1.0, 1.0), 0.0)
-    return np.bincount(run.ops.req, weights=per_op, minlength=run.requests.size)
+    per_op = run.ops.observed_us[sel] * np.clip(ratio, -1.0, 1.0)
+    return np.bincount(run.ops.req[sel], weights=per_op, minlength=run.requests.size)
 
 
 def _kernel_names(ops: OpArrays, idx: np.ndarray) -> list[str]:
@@ -316,7 +320,11 @@ def fusion_actions(
     split = replace(run, ops=replace(ops, fusion_group=np.where(spilled, -1, ops.fusion_group)))
     saved = _op_saving(run, hw, spilled, split, base)
     g95, g99 = cf.gain(saved)
-    groups = np.unique(ops.fusion_group[spilled])
+    spilled_groups = ops.fusion_group[spilled]  # all >= 0
+    if int(spilled_groups.max()) <= 4 * spilled_groups.size + 1024:
+        groups = np.flatnonzero(np.bincount(spilled_groups))  # no sort of millions of ids
+    else:
+        groups = np.unique(spilled_groups)
     return [
         Action(
             kind="split_fusion",
