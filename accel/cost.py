@@ -141,10 +141,10 @@ def group_instance(ops: OpArrays) -> I64:
     return out
 
 
-def chunks(n: int) -> list[slice]:
-    """Slices of at most CHUNK ops: temporaries of one chunk stay in cache and are recycled by
+def chunks(n: int, size: int = CHUNK) -> list[slice]:
+    """Slices of at most `size` ops: temporaries of one chunk stay in cache and are recycled by
     the allocator, where whole-run temporaries would page-fault on every fresh 8 MB array."""
-    return [slice(lo, min(n, lo + CHUNK)) for lo in range(0, n, CHUNK)]
+    return [slice(lo, min(n, lo + size)) for lo in range(0, n, size)]
 
 
 def _quantize(

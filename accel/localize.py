@@ -437,6 +437,28 @@ def _swap_base(f: OpArrays, c: OpArrays, n_req: int, m: _Match) -> _SwapBase:
     )
 
 
+@dataclass(frozen=True)
+class SwapInputs:
+    """What every plan swap of one failing/comparator pair starts from; made by swap_inputs,
+    before localize when the caller has a core to spare. None fields: the ops carry no names."""
+
+    failing: str
+    comparator: str
+    match: _Match | None
+    timing: _Timing | None
+    base: _SwapBase | None
+
+
+def swap_inputs(failing: RunArrays, comparator: RunArrays) -> SwapInputs:
+    """The op matching of the pair, the comparator's op timing curves and the swap base."""
+    f, c = failing.ops, comparator.ops
+    m = _match(f, c)
+    if m is None:
+        return SwapInputs(failing.run_id, comparator.run_id, None, None, None)
+    base = _swap_base(f, c, failing.requests.size, m)
+    return SwapInputs(failing.run_id, comparator.run_id, m, _timing(c, m.c_name_code), base)
+
+
 def _exec_delta(
     f: OpArrays, new_us: F64, n_req: int, observed: F64, placed: OpArrays | None = None
 ) -> F64:
@@ -698,12 +720,14 @@ def localize(
     n_boot: int = N_BOOT,
     seed: int = 0,
     replays: tuple[Replayed | None, Replayed | None] = (None, None),
+    prepared: SwapInputs | None = None,
 ) -> Localization:
     """Origin stage, manifest stage and mechanism of failing's tail regression vs comparator.
 
     `method` "full" is DESIGN §5; "no_swap" skips the plan swaps; "naive" names the first stage
     whose raw time moved (kept for the ablation in bench/localize.py). `replays`: replayed(run,
-    hw) of failing and of comparator, when the caller made them already (None: made here).
+    hw) of failing and of comparator, and `prepared`: swap_inputs(failing, comparator), when
+    the caller made them already (None: made here).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -712,6 +736,12 @@ def localize(
             raise ValueError(
                 f"replay of {rep.run_id} on {rep.profile} is not of {run.run_id} on {hw.name}"
             )
+    pair = (failing.run_id, comparator.run_id)
+    if prepared is not None and (prepared.failing, prepared.comparator) != pair:
+        raise ValueError(
+            f"swap inputs of {prepared.failing} vs {prepared.comparator} are not of {pair[0]} "
+            f"vs {pair[1]}"
+        )
     cal = calibration or DEFAULT_CALIBRATION
     fr, cr = failing.requests, comparator.requests
     lf = np.asarray(fr.latency_us, dtype=np.float64)
@@ -775,7 +805,9 @@ def localize(
             claims=claims,
             **common,
         )
-    return _localize_triggered(failing, comparator, hw, method, gaps, claims, common, replays)
+    return _localize_triggered(
+        failing, comparator, hw, method, gaps, claims, common, replays, prepared
+    )
 
 
 def _localize_triggered(
@@ -787,6 +819,7 @@ def _localize_triggered(
     claims: list[Claim],
     common: _Common,
     replays: tuple[Replayed | None, Replayed | None],
+    prepared: SwapInputs | None,
 ) -> Localization:
     fr, cr = failing.requests, comparator.requests
     f_stage = np.nan_to_num(np.asarray(fr.stage_us, dtype=np.float64), nan=0.0)
@@ -870,12 +903,11 @@ def _localize_triggered(
     n_req = fr.size
     parts: dict[str, float] = {}
     if method == "full":
-        m = _match(failing.ops, comparator.ops)
+        swap = prepared or swap_inputs(failing, comparator)
         own, swapped = _batch_swap(fr, cr, fq, cq, failing.ops)
         explained["ingress"] = _gap_share(own, swapped, gaps)
-        if m is not None:
-            timing = _timing(comparator.ops, m.c_name_code)
-            base = _swap_base(failing.ops, comparator.ops, n_req, m)
+        m, timing, base = swap.match, swap.timing, swap.base
+        if m is not None and timing is not None and base is not None:
             for part in ("compile", "kernel", "fusion", "all"):
                 d = _lowering_swap(failing.ops, comparator.ops, n_req, part, m, timing, base)
                 cf = f_stage.copy()

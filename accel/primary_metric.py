@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.cost import OpCost, op_times, retimed
+from accel.cost import OpCost, chunks, op_times, retimed
 from accel.localize import group_medians, observed_queue, requeue
 from accel.ops import F64, I64, OpArrays, RunArrays, name_codes
 from accel.profiles import HardwareProfile
@@ -34,6 +34,9 @@ from accel.stats import mape, quantile, spearman
 BUCKETS = ("seen", "drifted")
 # Tile shapes a GEMM autotuner commonly tries; the regret menu is these plus any tile the run used.
 STANDARD_TILES: tuple[tuple[int, int], ...] = ((64, 64), (128, 128), (128, 256), (256, 128))
+# Ops re-costed per retimed call: its temporaries for all of a 5M-op run's kernels would
+# take 0.45 GB on top of the run (each op is costed on its own, so parts give the same result).
+_RETIMED_PART = 1 << 18
 _EXEC = STAGE_CODE["execution"]
 _LOW = STAGE_CODE["lowering"]
 
@@ -95,8 +98,9 @@ def _regret(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost) -> F64:
     menu = [(float(t.real), float(t.imag)) for t in np.unique(np.concatenate((used, std)))]
     base = cost.predicted_us[tuned]
     best = base.copy()
-    for alt in retimed(ops, cost, tuned, hw, tiles=menu):
-        np.minimum(best, alt, out=best)
+    for part in chunks(tuned.size, _RETIMED_PART):
+        for alt in retimed(ops, cost, tuned[part], hw, tiles=menu):
+            np.minimum(best[part], alt, out=best[part])
     ok = base > 0
     out[tuned[ok]] = (base[ok] - best[ok]) / base[ok]
     return out[sel]
@@ -245,7 +249,9 @@ def _fallback_penalty(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost
     """Cost-model slowdown of running these ops on a generic (fallback) kernel;
     cost = op_times(ops, hw)."""
     base = cost.predicted_us[sel]
-    generic = next(retimed(ops, cost, sel, hw, fallback=True))
+    generic = np.empty(sel.size)
+    for part in chunks(sel.size, _RETIMED_PART):
+        generic[part] = next(retimed(ops, cost, sel[part], hw, fallback=True))
     return np.asarray(np.where(base > 0, generic / base, 1.0), dtype=np.float64)
 
 

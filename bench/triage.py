@@ -56,8 +56,12 @@ def measure(store: Path) -> dict[str, object]:
 
     marks: list[tuple[str, float]] = []
     t0, c0 = time.perf_counter(), time.process_time()
-    result = triage(
-        store, "failing", "comparator", progress=lambda m, _: marks.append((m, time.perf_counter()))
+    result = triage(  # as `workbench triage` calls it
+        store,
+        "failing",
+        "comparator",
+        progress=lambda m, _: marks.append((m, time.perf_counter())),
+        release_heap=False,
     )
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     # seconds spent in each step: from its progress mark to the next one

@@ -211,3 +211,36 @@ def test_torch_text_report_reads_in_order(
     assert "origin lowering" in out and "mechanism recompile" in out
     assert "mark x dim 0 dynamic" in out
     assert max(len(line) for line in out.splitlines()) <= 110
+
+
+@pytest.mark.parametrize("damaged", ["failing", "comparator"])
+def test_a_damaged_events_file_in_either_lane_is_a_one_line_error(
+    tmp_path: Path, damaged: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The failing run loads on the calling thread, the comparator on the worker: an error in
+    # either ends the triage (the worker never waits for a primary metric that cannot come).
+    from workbench.store import layout
+
+    store = incident_store(tmp_path)
+    path = layout.partition_dir(store, "events", damaged) / layout.PART_FILE
+    data = bytearray(path.read_bytes())
+    data[len(data) // 5 : len(data) // 2] = b"\xff" * (len(data) // 2 - len(data) // 5)
+    path.write_bytes(data)  # the footer is whole: the damage shows when the pages are read
+    argv = ["triage", "--store", str(store), "--failing", "failing", "--comparator", "comparator"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"run_id={damaged}" in err[0] and "part-0.parquet" in err[0]
+    assert path.read_bytes() == data
+
+
+def test_a_truncated_store_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from workbench.store import layout
+
+    store = incident_store(tmp_path)
+    path = layout.partition_dir(store, "requests", "tiny") / layout.PART_FILE
+    path.write_bytes(path.read_bytes()[:100])
+    assert main(["runs", "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "run_id=tiny" in err[0] and "cannot read the store" in err[0]

@@ -205,3 +205,31 @@ def test_reused_heap_restores_numpy_and_nests() -> None:
         assert heap._depth == 0 and heap._set_hugepage(True) is True  # back on after
     finally:
         heap._set_hugepage(before)
+
+
+class _FakeLibc:
+    """Records the allocator calls reused_heap makes."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append(("mallopt", param))
+        return 1
+
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
+
+@pytest.mark.parametrize("release", [True, False])
+def test_reused_heap_hands_memory_back_only_when_asked(
+    release: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    libc = _FakeLibc()
+    monkeypatch.setattr(heap, "_glibc", lambda: libc)
+    with heap.reused_heap(release=release):
+        assert ("malloc_trim", 0) not in libc.calls
+    assert (("malloc_trim", 0) in libc.calls) is release
+    # the settings go back to glibc's defaults either way: four mallopt calls in all
+    assert [c for c, _ in libc.calls].count("mallopt") == 4

@@ -138,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         hardware=args.hardware,
         suspect=args.suspect,
         fixed=args.fixed,
+        release_heap=False,  # the command exits next: no time spent handing memory back
     )
     doc = result.to_json()
     if args.incident:

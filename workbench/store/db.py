@@ -44,6 +44,20 @@ def connect(store: Path) -> duckdb.DuckDBPyConnection:
     if not store.is_dir():
         raise WorkbenchError(str(store), "store directory does not exist")
     con = duckdb.connect(":memory:")
+    try:
+        _create_views(con, store)
+    except duckdb.Error as exc:
+        con.close()
+        raise WorkbenchError(str(store), f"cannot read the store: {_first_line(exc)}") from exc
+    return con
+
+
+def _first_line(exc: BaseException) -> str:
+    """duckdb's message (which names the file) without the hints it adds on later lines."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _create_views(con: duckdb.DuckDBPyConnection, store: Path) -> None:
     con.execute("SET enable_progress_bar = false")  # never print from a headless layer
     # Where the views read from, for readers that go to the run's Parquet files directly.
     con.sql("SELECT $store AS store", params={"store": str(store)}).create_view("store_root")
@@ -69,7 +83,6 @@ def connect(store: Path) -> duckdb.DuckDBPyConnection:
             ).create_view(name)
         else:
             _empty_view(con, name, schema.with_run_id(file_schema))
-    return con
 
 
 def store_of(con: duckdb.DuckDBPyConnection) -> Path:
@@ -82,5 +95,9 @@ def query(
 ) -> pa.Table:
     """Run queries/<name>.sql with named parameters and return Arrow."""
     # con.sql keeps the result in Arrow; a DB-API execute() result would copy the rows once more.
-    table: pa.Table = con.sql(load_query(name), params=params or {}).to_arrow_table()
+    try:
+        table: pa.Table = con.sql(load_query(name), params=params or {}).to_arrow_table()
+    except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+        # A store file damaged past its footer (which connect() read) shows up here.
+        raise WorkbenchError(f"query {name}", _first_line(exc)) from exc
     return table

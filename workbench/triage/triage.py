@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -16,13 +16,21 @@ import pyarrow as pa
 
 from accel import stats
 from accel.cost import OpCost, op_times
-from accel.localize import SUMMARY_QNAMES, Localization, Replayed, localize, replayed
+from accel.localize import (
+    SUMMARY_QNAMES,
+    Localization,
+    Replayed,
+    SwapInputs,
+    localize,
+    replayed,
+    swap_inputs,
+)
 from accel.ops import RunArrays
 from accel.primary_metric import primary_metric
 from accel.profiles import PROFILES, HardwareProfile, get_profile
 from workbench.errors import WorkbenchError
 from workbench.store import db
-from workbench.store.arrays import load_run_arrays, run_exists, run_presence
+from workbench.store.arrays import compiled_shapes, load_run_arrays, run_exists, run_presence
 from workbench.store.layout import check_run_id, read_run_row
 from workbench.triage import evidence, heap, pairing, retuning
 from workbench.triage.evidence import EvidenceTable, Interval, StageRow
@@ -185,8 +193,10 @@ def triage(
     suspect: str | None = None,
     fixed: str | None = None,
     progress: Progress | None = None,
+    release_heap: bool = True,
 ) -> TriageResult:
-    """Pair, gather evidence, replay and localize; pure: reads the store, writes nothing."""
+    """Pair, gather evidence, replay and localize; pure: reads the store, writes nothing.
+    `release_heap` False keeps the freed heap (see heap.reused_heap), for a command that exits."""
 
     def step(msg: str, frac: float) -> None:
         if progress:
@@ -196,11 +206,11 @@ def triage(
         if rid is not None:
             check_run_id(rid)
     con = db.connect(store)
-    # Two duckdb threads: the evidence queries (on a second cursor) run beside the loading of
-    # the failing run (which reads its Parquet file itself) and get both cores while it waits.
+    # One duckdb thread: the evidence queries run beside this thread's numpy work, which has
+    # the other core.
     con.execute("SET threads = 1")
     try:
-        with heap.reused_heap():
+        with heap.reused_heap(release=release_heap):
             return _triage(store, con, failing, comparator, hardware, suspect, fixed, step)
     finally:
         con.close()
@@ -240,29 +250,48 @@ def _triage(
         warnings.append(hw_warning)
 
     step("warm-up", 0.1)
-    warm_f, warm_c = warmup_of(con, failing), warmup_of(con, comparator)
+    warm_f = warmup_of(con, failing)
 
-    step("evidence, primary metric, retuning and replay", 0.15)
-    # Two lanes that spend most of their time outside the GIL: a worker runs the evidence
-    # (duckdb + bootstrap, on a second cursor), then loads and replays the comparator, while
-    # this thread loads the failing run and works out its primary metric, retuning and replay
-    # (one op_times shared by the three). duckdb's cache is released between the evidence and
-    # the comparator, under a lock that keeps this thread's queries out of that moment.
-    duck = threading.Lock()
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        other = pool.submit(_comparator_lane, con, duck, failing, comparator, warm_f, warm_c, hw)
-        with duck:
-            # Steady state only: warm-up requests are not a regression (and not loaded at all).
-            steady_f = _load(con, failing, warm_f)
-            bucket_params = {
-                "run_id": failing,
-                "compiled_shapes": sorted(steady_f.compiled_shapes),
-            }
-            buckets = db.query(con, "shape_buckets", bucket_params)
-        pm_rows, actions, replay_f = _plan(steady_f, warm_f, buckets, hw)
-        (tables, stages, with_warmup, drift), steady_c, replay_c = other.result()
-    step("replay and localization", 0.6)
-    loc = localize(steady_f, steady_c, hw, n_boot=evidence.N_BOOT, replays=(replay_f, replay_c))
+    step("primary metric, retuning and replay", 0.15)
+    # Two lanes that spend most of their time outside the GIL. A worker, on its own cursor,
+    # finds the failing run's shape buckets, loads and replays the comparator, prepares the
+    # plan swaps and runs the evidence queries (beside the localization); this thread loads
+    # the failing run, works out its primary metric, retuning and replay (one op_times shared
+    # by the three), then localizes.
+    duck, metric_done = threading.Lock(), threading.Event()
+    cur = con.cursor()
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            shapes = pool.submit(_shape_buckets, cur, failing)
+            lane = pool.submit(_comparator, cur, comparator, hw)
+            with duck:
+                # Steady state only: warm-up requests are not a regression (not even loaded).
+                steady_f = _load(con, failing, warm_f)
+            # Submitted once steady_f exists, so that metric_done is always set after it.
+            swap = pool.submit(_swap_inputs, metric_done, steady_f, lane)
+            found = pool.submit(_evidence, cur, duck, failing, comparator, warm_f, lane)
+            try:
+                op_cost = op_times(steady_f.ops, hw)
+                pm_rows = _metric_rows("failing", steady_f, warm_f, hw, op_cost)
+            finally:
+                metric_done.set()  # also on an error, or the worker would wait for ever
+            bucket_params, buckets = shapes.result()
+            actions = retuning.propose(steady_f, warm_f, buckets.to_pylist(), hw, op_cost=op_cost)
+            replay_f = replayed(steady_f, hw, op_cost)
+            del op_cost
+            warm_c, steady_c, replay_c = lane.result()
+            step("localization", 0.6)
+            loc = localize(
+                steady_f,
+                steady_c,
+                hw,
+                n_boot=evidence.N_BOOT,
+                replays=(replay_f, replay_c),
+                prepared=swap.result(),
+            )
+            tables, stages, with_warmup, drift = found.result()
+    finally:
+        cur.close()
 
     share_by_stage = {
         s: {k: float(v) for k, v in d.items()} for s, d in loc.explained_share.items()
@@ -326,67 +355,67 @@ def _load(con: duckdb.DuckDBPyConnection, run_id: str, warm: Warmup) -> RunArray
 
 
 def _release_duckdb_memory(con: duckdb.DuckDBPyConnection) -> None:
-    """Make duckdb hand back the memory it keeps cached after a big scan (about 0.5 GB after
-    loading a 5M-op run, none of it reported by duckdb_memory()). Lowering the limit frees the
-    cache; the default limit then comes back. Only while no other cursor runs a query."""
+    """Make duckdb hand back the memory it keeps after big scans (none of it reported by
+    duckdb_memory()): lowering the limit frees it, then the default limit comes back. Only
+    while no other cursor runs a query."""
     con.execute("SET memory_limit = '64MB'")
     con.execute("RESET memory_limit")
 
 
-_Evidence = tuple[dict[str, EvidenceTable], list[StageRow], StageRow, evidence.ShapeDrift]
+def _shape_buckets(con: duckdb.DuckDBPyConnection, failing: str) -> tuple[dict[str, Any], pa.Table]:
+    """The failing run's shape buckets (seen at compile time or not) and their parameters."""
+    params = {"run_id": failing, "compiled_shapes": sorted(compiled_shapes(con, failing))}
+    return params, db.query(con, "shape_buckets", params)
 
 
-def _comparator_lane(
+def _comparator(
+    con: duckdb.DuckDBPyConnection, comparator: str, hw: HardwareProfile
+) -> tuple[Warmup, RunArrays, Replayed]:
+    """The comparator's warm-up, steady state and replay."""
+    warm_c = warmup_of(con, comparator)
+    steady_c = _load(con, comparator, warm_c)
+    return warm_c, steady_c, replayed(steady_c, hw)
+
+
+def _swap_inputs(
+    metric_done: threading.Event,
+    steady_f: RunArrays,
+    lane: Future[tuple[Warmup, RunArrays, Replayed]],
+) -> SwapInputs:
+    """swap_inputs of the pair, once the failing run's primary metric is done: its temporaries
+    and the swap inputs side by side would pass 2 GB on 10M events."""
+    metric_done.wait()
+    return swap_inputs(steady_f, lane.result()[1])
+
+
+def _evidence(
     con: duckdb.DuckDBPyConnection,
     duck: threading.Lock,
     failing: str,
     comparator: str,
     warm_f: Warmup,
-    warm_c: Warmup,
-    hw: HardwareProfile,
-) -> tuple[_Evidence, RunArrays, Replayed]:
-    """The comparator's steady state and its replay, then the evidence."""
-    with duck:
-        steady_c = _load(con, comparator, warm_c)
-    replay_c = replayed(steady_c, hw)
-    found = _evidence(con.cursor(), failing, comparator, warm_f, warm_c)
+    lane: Future[tuple[Warmup, RunArrays, Replayed]],
+) -> tuple[dict[str, EvidenceTable], list[StageRow], StageRow, evidence.ShapeDrift]:
+    """The evidence tables, stage rows (steady and end-to-end with warm-up) and shape drift;
+    duckdb's cache is released afterwards."""
+    skip_f, skip_c = warm_f.affected_requests, lane.result()[0].affected_requests
+    tables = evidence.pair_tables(
+        con,
+        failing,
+        comparator,
+        names=evidence.TRIAGE_QUERIES,
+        skip_failing=skip_f,
+        skip_comparator=skip_c,
+    )
+    samples = evidence.stage_samples(con, failing, comparator)
+    tables["stage_samples"] = samples
+    stages = evidence.stage_rows(samples.table, skip_failing=skip_f, skip_comparator=skip_c)
+    with_warmup = evidence.stage_rows(samples.table, stages=("latency",))[0]
+    drift = evidence.shape_drift(con, failing, comparator)
+    # The release needs no query running: the other thread's run under the same lock.
     with duck:
         _release_duckdb_memory(con)
-    return found, steady_c, replay_c
-
-
-def _evidence(
-    con: duckdb.DuckDBPyConnection, failing: str, comparator: str, warm_f: Warmup, warm_c: Warmup
-) -> _Evidence:
-    """The evidence tables, stage rows (steady and end-to-end with warm-up) and shape drift."""
-    try:
-        skip_f, skip_c = warm_f.affected_requests, warm_c.affected_requests
-        tables = evidence.pair_tables(
-            con,
-            failing,
-            comparator,
-            names=evidence.TRIAGE_QUERIES,
-            skip_failing=skip_f,
-            skip_comparator=skip_c,
-        )
-        samples = evidence.stage_samples(con, failing, comparator)
-        tables["stage_samples"] = samples
-        stages = evidence.stage_rows(samples.table, skip_failing=skip_f, skip_comparator=skip_c)
-        with_warmup = evidence.stage_rows(samples.table, stages=("latency",))[0]
-        return tables, stages, with_warmup, evidence.shape_drift(con, failing, comparator)
-    finally:
-        con.close()
-
-
-def _plan(
-    run: RunArrays, warm: Warmup, buckets: pa.Table, hw: HardwareProfile
-) -> tuple[list[dict[str, Any]], list[retuning.Action], Replayed]:
-    """The primary metric rows, the retuning actions and the replay of the run whose plan is
-    on trial (the failing run; the metric costs seconds on 10M ops), sharing one op_times."""
-    op_cost = op_times(run.ops, hw)
-    rows = _metric_rows("failing", run, warm, hw, op_cost)
-    actions = retuning.propose(run, warm, buckets.to_pylist(), hw, op_cost=op_cost)
-    return rows, actions, replayed(run, hw, op_cost)
+    return tables, stages, with_warmup, drift
 
 
 def _metric_rows(
