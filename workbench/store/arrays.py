@@ -74,6 +74,11 @@ def load_requests(
     return _request_arrays(t)
 
 
+def has_op_table(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
+    """Whether the run has an op table (whose columns load without decoding, see op_table)."""
+    return (_events_file(con, run_id).parent / op_table.FILE).is_file()
+
+
 def _events_file(con: duckdb.DuckDBPyConnection, run_id: str) -> Path:
     return partition_dir(db.store_of(con), "events", run_id) / PART_FILE
 

@@ -30,7 +30,13 @@ from accel.primary_metric import primary_metric
 from accel.profiles import PROFILES, HardwareProfile, get_profile
 from workbench.errors import WorkbenchError
 from workbench.store import db
-from workbench.store.arrays import compiled_shapes, load_run_arrays, run_exists, run_presence
+from workbench.store.arrays import (
+    compiled_shapes,
+    has_op_table,
+    load_run_arrays,
+    run_exists,
+    run_presence,
+)
 from workbench.store.layout import check_run_id, read_run_row
 from workbench.triage import evidence, heap, pairing, retuning
 from workbench.triage.evidence import EvidenceTable, Interval, StageRow
@@ -262,34 +268,36 @@ def _triage(
     cur = con.cursor()
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
-            shapes = pool.submit(_shape_buckets, cur, failing)
-            lane = pool.submit(_comparator, cur, comparator, hw)
-            with duck:
-                # Steady state only: warm-up requests are not a regression (not even loaded).
-                steady_f = _load(con, failing, warm_f)
-            # Submitted once steady_f exists, so that metric_done is always set after it.
-            swap = pool.submit(_swap_inputs, metric_done, steady_f, lane)
-            found = pool.submit(_evidence, cur, duck, failing, comparator, warm_f, lane)
             try:
+                shapes = pool.submit(_shape_buckets, cur, failing)
+                lane = pool.submit(_comparator, cur, comparator, hw, metric_done)
+                with duck:
+                    # Steady state only: warm-up requests are not a regression (not even loaded).
+                    steady_f = _load(con, failing, warm_f)
+                swap = pool.submit(_swap_inputs, metric_done, steady_f, lane)
+                found = pool.submit(_evidence, cur, duck, failing, comparator, warm_f, lane)
                 op_cost = op_times(steady_f.ops, hw)
                 pm_rows = _metric_rows("failing", steady_f, warm_f, hw, op_cost)
+                metric_done.set()
+                bucket_params, buckets = shapes.result()
+                actions = retuning.propose(
+                    steady_f, warm_f, buckets.to_pylist(), hw, op_cost=op_cost
+                )
+                replay_f = replayed(steady_f, hw, op_cost)
+                del op_cost
+                warm_c, steady_c, replay_c = lane.result()
+                step("localization", 0.6)
+                loc = localize(
+                    steady_f,
+                    steady_c,
+                    hw,
+                    n_boot=evidence.N_BOOT,
+                    replays=(replay_f, replay_c),
+                    prepared=swap.result(),
+                )
+                tables, stages, with_warmup, drift = found.result()
             finally:
                 metric_done.set()  # also on an error, or the worker would wait for ever
-            bucket_params, buckets = shapes.result()
-            actions = retuning.propose(steady_f, warm_f, buckets.to_pylist(), hw, op_cost=op_cost)
-            replay_f = replayed(steady_f, hw, op_cost)
-            del op_cost
-            warm_c, steady_c, replay_c = lane.result()
-            step("localization", 0.6)
-            loc = localize(
-                steady_f,
-                steady_c,
-                hw,
-                n_boot=evidence.N_BOOT,
-                replays=(replay_f, replay_c),
-                prepared=swap.result(),
-            )
-            tables, stages, with_warmup, drift = found.result()
     finally:
         cur.close()
 
@@ -369,10 +377,17 @@ def _shape_buckets(con: duckdb.DuckDBPyConnection, failing: str) -> tuple[dict[s
 
 
 def _comparator(
-    con: duckdb.DuckDBPyConnection, comparator: str, hw: HardwareProfile
+    con: duckdb.DuckDBPyConnection,
+    comparator: str,
+    hw: HardwareProfile,
+    metric_done: threading.Event,
 ) -> tuple[Warmup, RunArrays, Replayed]:
     """The comparator's warm-up, steady state and replay."""
     warm_c = warmup_of(con, comparator)
+    if not has_op_table(con, comparator):
+        # Decoded from its Parquet into fresh memory: not beside the failing run's primary
+        # metric, or the two would pass 2 GB on 10M events.
+        metric_done.wait()
     steady_c = _load(con, comparator, warm_c)
     return warm_c, steady_c, replayed(steady_c, hw)
 
