@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from workbench.errors import WorkbenchError, describe_os_error
 from workbench.store import op_table, schema
+from workbench.store.atomic import fsync_dir
 
 # A leading letter keeps hive partition values from being auto-cast to numbers or dates by
 # duckdb / polars, and the character set keeps ids safe as path components.
@@ -197,12 +198,4 @@ def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
                 source, f"cannot write to store {store}: {describe_os_error(exc, 'store')}"
             ) from exc
         raise
-    _fsync_dir(final_run.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(final_run.parent)

@@ -14,15 +14,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import numpy as np
 import pyarrow as pa
 
 from workbench.store import op_columns
+from workbench.store.atomic import write_atomic
 from workbench.store.op_columns import OpColumns
 
 FILE: Final[str] = "_ops.arrow"
@@ -92,18 +92,12 @@ def write(events_file: Path, request_ids: list[str]) -> None:
     table = pa.table(
         {name: col.view(np.uint8) if name in bools else col for name, col in ops.cols.items()}
     ).replace_schema_metadata({_META_KEY: json.dumps(meta).encode()})
-    final = events_file.parent / FILE
-    tmp = final.with_name(f".{FILE}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as sink:
-            with pa.ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
-            sink.flush()
-            os.fsync(sink.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    def fill(sink: BinaryIO) -> None:
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+
+    write_atomic(events_file.parent / FILE, fill)
 
 
 def read(events_file: Path) -> OpTable | None:

@@ -11,7 +11,6 @@ import fcntl
 import json
 import os
 import re
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from typing import Any, Final
 import msgspec
 
 from workbench.errors import WorkbenchError, describe_os_error
+from workbench.store.atomic import write_atomic
 from workbench.store.layout import ID_RE, check_id, incidents_dir
 
 INCIDENT_SCHEMA_VERSION: Final[int] = 1
@@ -329,24 +329,6 @@ def _on_disk_version(path: Path) -> int | None:
     return _decode(path, path.read_bytes()).version
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _compact(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
@@ -422,7 +404,8 @@ def save_incident(store: Path, updated: Incident, base: Incident | None, actor: 
             for stale in path.parent.glob(f".{updated.id}.*.tmp"):
                 if _TMP_RE.fullmatch(stale.name[len(updated.id) + 2 :]):  # not "<id>.x"'s
                     stale.unlink(missing_ok=True)
-            _write_atomic(path, msgspec.json.format(msgspec.json.encode(saved), indent=2))
+            data = msgspec.json.format(msgspec.json.encode(saved), indent=2)
+            write_atomic(path, lambda fh: fh.write(data))
     except OSError as exc:
         raise WorkbenchError(
             str(path), f"cannot save incident: {describe_os_error(exc, 'incident folder')}"
