@@ -138,3 +138,22 @@ def test_a_full_disk_while_writing_the_table_leaves_the_store_as_it_was(
     with pytest.raises(WorkbenchError, match=r"third\.json.*no space left"):
         layout.commit_run(big, build_run(RunSpec("third", n_requests=100)), source="third.json")
     assert sorted(str(p.relative_to(big)) for p in big.rglob("*")) == before
+
+
+def test_a_store_without_op_tables_gets_them_when_merged_into_a_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A store written before op tables existed: merging it into a new store (what the README
+    # says to do) commits every run again, and the big ones get their table.
+    from workbench.store.ingest import ingest
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_run(old, RunSpec("slow", n_requests=100, seed=2))
+    assert not (_events(old, "slow").parent / op_table.FILE).exists()
+    monkeypatch.setattr(op_table, "MIN_EVENTS", 500)
+    ingest(new, old)
+    assert op_table.read(_events(new, "slow")) is not None
+    _same(
+        arrays.load_run_arrays(db.connect(new), "slow").ops,
+        _from_parquet(old, "slow", [], monkeypatch),
+    )
