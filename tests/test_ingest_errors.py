@@ -98,6 +98,8 @@ def test_bad_tag(store: Path, monkeypatch, capsys) -> None:
            monkeypatch, capsys, "--tag 'novalue'", "KEY=VALUE")  # fmt: skip
     _fails(["ingest", str(HANDMADE), "--store", str(store), "--tag", "=v"], store,
            monkeypatch, capsys, "--tag '=v'", "KEY=VALUE")  # fmt: skip
+    _fails(["ingest", str(HANDMADE), "--store", str(store), "--tag", "k= "], store,
+           monkeypatch, capsys, "--tag 'k= '", "non-empty KEY and VALUE")  # fmt: skip
 
 
 def test_bad_run_id_and_pattern(store: Path, monkeypatch, capsys) -> None:

@@ -44,8 +44,9 @@ def test_numbers_are_written_tail_units() -> None:
 def test_parse_tags() -> None:
     assert parse_tags(" a=1, b = x y ,") == {"a": "1", "b": "x y"}
     assert parse_tags("") == {}
-    with pytest.raises(WorkbenchError, match="'oops' is not key=value"):
-        parse_tags("a=1, oops")
+    for bad in ("a=1, oops", "a=1, k=", "=v"):  # the rule of `workbench ingest --tag`
+        with pytest.raises(WorkbenchError, match="KEY=VALUE with a non-empty KEY and VALUE"):
+            parse_tags(bad)
 
 
 def test_one_line_cause() -> None:

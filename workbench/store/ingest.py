@@ -29,14 +29,17 @@ TORCH_COMPILE = "torch.compile"
 _SUFFIXES = (".gz", ".json", ".parquet", ".trace", ".pt")
 
 
-def parse_tags(items: list[str] | None) -> dict[str, str]:
-    """KEY=VALUE strings -> dict; a malformed one is a one-line error naming it."""
+def parse_tags(items: list[str] | None, subject: str = "--tag") -> dict[str, str]:
+    """KEY=VALUE strings -> dict, spaces around key and value trimmed; an item without a key
+    or a value is a one-line error naming it (a tag nobody knows is left out, not set empty)."""
     out: dict[str, str] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise WorkbenchError(f"--tag {item!r}", "expected KEY=VALUE with a non-empty KEY")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise WorkbenchError(
+                f"{subject} {item!r}", "expected KEY=VALUE with a non-empty KEY and VALUE"
+            )
         out[key] = value
     return out
 

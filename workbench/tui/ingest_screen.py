@@ -23,16 +23,11 @@ if TYPE_CHECKING:
 
 
 def parse_tags(text: str) -> dict[str, str]:
-    """'k=v, k2=v2' -> {k: v, k2: v2}; raises a one-line error naming the bad item."""
-    tags: dict[str, str] = {}
-    for item in (x.strip() for x in text.split(",")):
-        if not item:
-            continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise WorkbenchError("tags", f"{item!r} is not key=value")
-        tags[key.strip()] = value.strip()
-    return tags
+    """'k=v, k2=v2' -> {k: v, k2: v2}, by the rule `workbench ingest --tag` follows; raises a
+    one-line error naming the bad item."""
+    from workbench.store.ingest import parse_tags as parse_items
+
+    return parse_items([x for x in (i.strip() for i in text.split(",")) if x], subject="tag")
 
 
 class IngestScreen(ModalScreen[str | None]):
