@@ -400,14 +400,13 @@ class _SwapBase:
     """What every plan swap of one pair starts from (computed once, not once per swap)."""
 
     observed_stage_us: F64  # (n_req, 5) stage op time of the failing run's observed ops
-    f_code: I64  # name code of every failing op (-1: not matched)
     # Per matched op (m.f_idx): its _tile_code, its comparator op's, and its _signature.
     f_tile: I64
     c_tile: I64
     f_sig: I64
-    # The fusion groups of all failing ops when the matched ops take the comparator's, and per
-    # matched op whether its group's leader changed with them (the fusion and all swaps).
-    fusion_group: I64
+    # Per matched op, when the matched ops take the comparator's fusion groups: its new group,
+    # and whether its group's leader changed with them (the fusion and all swaps).
+    f_group: I64
     regrouped: B
 
 
@@ -428,11 +427,10 @@ def _swap_base(f: OpArrays, c: OpArrays, n_req: int, m: _Match) -> _SwapBase:
     regrouped = _leaders(replace(f, fusion_group=fgroup), f_code)[fi] != _leaders(f, f_code)[fi]
     return _SwapBase(
         observed_stage_us=stage_times(f, obs, n_req).stage_us,
-        f_code=f_code,
         f_tile=f_tile,
         c_tile=_tile_code(c.tile_m[ci], c.tile_n[ci]),
         f_sig=_signature_of(f_tile, f.fusion_group[fi], f.fallback[fi], f.mem_tier[fi]),
-        fusion_group=fgroup,
+        f_group=fgroup[fi],
         regrouped=regrouped,
     )
 
@@ -488,20 +486,22 @@ def _lowering_swap(
         delta[:, _LOW] += np.minimum(c_rate - f_rc, 0.0)
     if part == "compile":
         return delta
-    fi, ci = m.f_idx, m.c_idx
+    fi, ci, names = m.f_idx, m.c_idx, m.name_code
     f_tile, c_tile, sig_old = base.f_tile, base.c_tile, base.f_sig
     if part == "kernel":
         take = f.fallback[fi] | (f.tile_m[fi] != c.tile_m[ci]) | (f.tile_n[fi] != c.tile_n[ci])
-        fi, ci, f_tile, c_tile, sig_old = (x[take] for x in (fi, ci, f_tile, c_tile, sig_old))
-    # The signature reads the swapped fields at fi only; the fusion groups are swapped whole
+        fi, ci, names, f_tile, c_tile, sig_old = (
+            x[take] for x in (fi, ci, names, f_tile, c_tile, sig_old)
+        )
+    # The signature reads the swapped fields at fi only; the fusion groups were swapped whole
     # (in base), since the leaders of the new group instances span ops outside fi.
-    tile, fallback, tier, fgroup = f_tile, f.fallback[fi], f.mem_tier[fi], f.fusion_group
+    tile, fallback, tier, group = f_tile, f.fallback[fi], f.mem_tier[fi], f.fusion_group[fi]
     if part in ("kernel", "all"):
         tile, fallback = c_tile, c.fallback[ci]
-    if part in ("fusion", "all"):
-        tier, fgroup = c.mem_tier[ci], base.fusion_group
-    sig_new = _signature_of(tile, fgroup[fi], fallback, tier)
-    t_new = timing.lookup(base.f_code[fi], sig_new, f.m[fi])
+    if part in ("fusion", "all"):  # (no `take` here: fi is every matched op)
+        tier, group = c.mem_tier[ci], base.f_group
+    sig_new = _signature_of(tile, group, fallback, tier)
+    t_new = timing.lookup(names, sig_new, f.m[fi])
     # An op is re-timed when its own decision or its fused group's make-up changed.
     changed = sig_new != sig_old
     if part in ("fusion", "all"):  # else fusion groups, hence leaders, are f's own
@@ -537,6 +537,9 @@ def _placement_swap(
     flat = np.full(nv * n_core, np.nan)
     flat[keys] = med
     share = flat.reshape(nv, n_core)
+    # Each per-shard temporary is dropped once used (here and below): on 2M kernel shards they
+    # are 17 MB each, and the stage table at the end is a triage's high-water mark.
+    del csel, c_code, c_tot, c_share
     # Failing: the k-th shard (by core) of an op in a request goes to the k-th core.
     group = f.req[sel] * nv + f_code
     # Stable sort by (group, core): by core (a radix sort), then stably by group, which only
@@ -548,9 +551,12 @@ def _placement_swap(
     starts = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
     rank = np.empty(sel.size, dtype=np.int64)
     rank[order] = np.arange(sel.size) - np.repeat(starts, np.diff(np.append(starts, g.size)))
+    del core, by_core, order, g, starts
     new_core = np.minimum(rank, n_core - 1)
+    del rank
     f_tot = np.bincount(group, f.m[sel], n_req * nv)
     new_m = f_tot[group] * share[f_code, new_core]
+    del group, f_tot
     ok = np.isfinite(new_m) & (new_m > 0)
     # Time per row of each op name, fitted on the failing run's own shards (observed = a + b*m):
     # moving rows between cores moves b * rows of time.
@@ -563,6 +569,7 @@ def _placement_swap(
         x = m_by[lo:hi]
         if hi - lo >= 3 and np.ptp(x) > 0:
             slope[code] = max(float(np.polyfit(x, t_by[lo:hi], 1)[0]), 0.0)
+    del by_code, m_by, t_by
     new_us = np.nan_to_num(f.observed_us, nan=0.0)
     new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - f.m[sel], 0.0), 0.0)
     cores = f.core.copy()
