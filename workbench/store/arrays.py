@@ -76,25 +76,11 @@ def load_requests(
 
 def has_op_table(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     """Whether the run has an op table (whose columns load without decoding, see op_table)."""
-    return (_events_file(con, run_id).parent / op_table.FILE).is_file()
+    return op_table.beside(_events_file(con, run_id)).is_file()
 
 
 def _events_file(con: duckdb.DuckDBPyConnection, run_id: str) -> Path:
     return partition_dir(db.store_of(con), "events", run_id) / PART_FILE
-
-
-def load_ops(
-    con: duckdb.DuckDBPyConnection,
-    run_id: str,
-    skip_requests: Collection[str] = (),
-    *,
-    texts: bool = True,
-) -> OpArrays:
-    """The attributed ops of run_id (events with a loaded request and one of the five stages),
-    in event order; `texts` False leaves the per-op name and kernel lists empty (their codes
-    are always there)."""
-    all_ids = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": []})
-    return _load_ops(con, run_id, _request_index(all_ids, skip_requests), texts)
 
 
 def _request_index(requests: pa.Table, skip_requests: Collection[str]) -> dict[str, int]:
@@ -118,26 +104,10 @@ def _load_ops(
     name_vocab, kernel_vocab = found.name_vocab, found.kernel_vocab
     name_code, kernel_code = cols["name_code"], cols["kernel_code"]
     return OpArrays(
-        req=cols["req"],
-        stage=cols["stage"],
-        observed_us=cols["observed_us"],
-        flops=cols["flops"],
-        bytes=cols["bytes"],
-        m=cols["m"],
-        n=cols["n"],
-        tile_m=cols["tile_m"],
-        tile_n=cols["tile_n"],
-        fusion_group=cols["fusion_group"],
-        mem_tier=cols["mem_tier"],
-        core=cols["core"],
-        fallback=cols["fallback"],
-        recompile=cols["recompile"],
-        predicted_us=cols["predicted_us"],
+        **{name: cols[name] for name in op_columns.FIELDS},
         kernel=np.asarray(kernel_vocab, dtype=object)[kernel_code].tolist() if texts else [],
         name=np.asarray(name_vocab, dtype=object)[name_code].tolist() if texts else [],
-        name_code=name_code,
         name_vocab=name_vocab,
-        kernel_code=kernel_code,
         kernel_vocab=kernel_vocab,
     )
 

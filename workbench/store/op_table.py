@@ -59,6 +59,11 @@ class OpTable:
         return OpColumns(picked, self.ops.name_vocab, self.ops.kernel_vocab)
 
 
+def beside(events_file: Path) -> Path:
+    """Where the op table of an events file is (whether or not there is one)."""
+    return events_file.parent / FILE
+
+
 def _stamp(events_file: Path) -> str:
     """Size and footer hash of a Parquet file: what an op table was made from."""
     with events_file.open("rb") as f:
@@ -97,13 +102,13 @@ def write(events_file: Path, request_ids: list[str]) -> None:
         with pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
 
-    write_atomic(events_file.parent / FILE, fill)
+    write_atomic(beside(events_file), fill)
 
 
 def read(events_file: Path) -> OpTable | None:
     """The op table beside `events_file`; None when there is none, or it is unreadable, of
     another format, or made from another version of the file (the caller reads the Parquet)."""
-    path = events_file.parent / FILE
+    path = beside(events_file)
     if not path.is_file():
         return None
     try:
