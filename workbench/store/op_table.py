@@ -49,11 +49,11 @@ class OpTable:
         req = new[cols["req"]]
         rows = np.flatnonzero(req >= 0)
         sel: slice | np.ndarray = rows
-        if rows.size == req.size:
-            sel = slice(None)
-        elif not rows.size or int(rows[-1]) - int(rows[0]) + 1 == rows.size:
-            # One stretch of ops (the skipped requests came first or last): views, no copy.
-            sel = slice(int(rows[0]), int(rows[-1]) + 1) if rows.size else slice(0, 0)
+        if not rows.size:
+            sel = slice(0, 0)
+        elif int(rows[-1]) - int(rows[0]) + 1 == rows.size:
+            # One stretch of ops (all, or the skipped requests came first or last): views.
+            sel = slice(int(rows[0]), int(rows[-1]) + 1)
         picked = {name: col[sel] for name, col in cols.items() if name != "req"}
         picked["req"] = req[sel]
         return OpColumns(picked, self.ops.name_vocab, self.ops.kernel_vocab)
