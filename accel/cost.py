@@ -104,12 +104,25 @@ def dense_ids(key: I64) -> tuple[I64, int]:
     return inv.ravel().astype(np.int64), int(uniq.size)
 
 
+def run_starts(x: NDArray[Any]) -> I64:
+    """Positions where a run of equal values begins in `x` (values sorted or grouped)."""
+    if not x.size:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate(([True], x[1:] != x[:-1])))
+
+
+def rank_in_runs(x: NDArray[Any]) -> I64:
+    """Each position's rank within its run of equal values in `x`: 0, 1, 2, ... per run."""
+    starts = run_starts(x)
+    return np.arange(x.size) - np.repeat(starts, np.diff(np.append(starts, x.size)))
+
+
 def first_index(ids: I64, k: int) -> I64:
     """Position of the first occurrence of each id 0..k-1 in `ids` (len(ids) where absent)."""
     first = np.full(k, ids.size, dtype=np.int64)
     if ids.size and bool(np.all(ids[1:] >= ids[:-1])):
         # Ids in order (ops keyed by request usually are): the first is where the id changes.
-        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+        starts = run_starts(ids)
         first[ids[starts]] = starts
     else:
         np.minimum.at(first, ids, np.arange(ids.size))

@@ -29,7 +29,7 @@ from typing import Final, TypedDict
 import numpy as np
 from numpy.typing import NDArray
 
-from accel.cost import OpCost, dense_ids, first_index
+from accel.cost import OpCost, dense_ids, first_index, rank_in_runs, run_starts
 from accel.ops import F64, I8, I64, B, OpArrays, RequestArrays, RunArrays, joint_name_codes
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
@@ -273,7 +273,7 @@ def _match(f: OpArrays, c: OpArrays) -> _Match | None:
     # The nearest key below (the last op of its run of equal keys, else the first op) or at or
     # above (the first op of its run, else the last op), searched among the distinct keys only:
     # a few sizes per name, where the ops number millions.
-    starts = np.flatnonzero(np.concatenate(([True], c_key[1:] != c_key[:-1])))
+    starts = run_starts(c_key)
     ends = np.append(starts[1:], c_key.size) - 1
     distinct = c_key[starts]
     pos = np.searchsorted(distinct, f_key)
@@ -547,11 +547,9 @@ def _placement_swap(
     core = f.core[sel]
     by_core = np.argsort(core.astype(np.uint16) if n_core <= 1 << 16 else core, kind="stable")
     order = by_core[np.argsort(group[by_core], kind="stable")]
-    g = group[order]
-    starts = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
     rank = np.empty(sel.size, dtype=np.int64)
-    rank[order] = np.arange(sel.size) - np.repeat(starts, np.diff(np.append(starts, g.size)))
-    del core, by_core, order, g, starts
+    rank[order] = rank_in_runs(group[order])
+    del core, by_core, order
     new_core = np.minimum(rank, n_core - 1)
     del rank
     f_tot = np.bincount(group, f.m[sel], n_req * nv)
@@ -623,8 +621,7 @@ def _own_work(padded: F64, size: F64, batch: I64, arrival: F64) -> F64:
     cond = np.where(idx > 0, alone[np.maximum(idx - 1, 0) // 2], padded)
     order = np.lexsort((arrival, batch))
     first = np.zeros(batch.size, dtype=bool)
-    b = batch[order]
-    first[order[np.concatenate(([True], b[1:] != b[:-1]))]] = True
+    first[order[run_starts(batch[order])]] = True
     return np.asarray(np.where(first | (size <= 1), padded, cond), dtype=np.float64)
 
 

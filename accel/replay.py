@@ -24,7 +24,16 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from accel.cost import CHUNK, DEFAULT_PARAMS, CostParams, OpCost, chunks, dense_ids, op_times
+from accel.cost import (
+    CHUNK,
+    DEFAULT_PARAMS,
+    CostParams,
+    OpCost,
+    chunks,
+    dense_ids,
+    op_times,
+    run_starts,
+)
 from accel.ops import F64, I64, B, OpArrays, RequestArrays, RunArrays
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
@@ -116,7 +125,7 @@ def _busiest_core(rs: I64, core: I64, t: F64, total: F64, barrier: F64) -> None:
         busy_p = np.bincount(rsc_id, weights=t, minlength=n_rsc)
         rsc_cell = np.empty(n_rsc, dtype=np.int64)
         rsc_cell[rsc_id] = rs
-        starts = np.flatnonzero(np.concatenate(([True], rsc_cell[1:] != rsc_cell[:-1])))
+        starts = run_starts(rsc_cell)
         cell = rsc_cell[starts]
         peak = np.maximum.reduceat(busy_p, starts)
         mean = np.add.reduceat(busy_p, starts) / np.diff(np.concatenate((starts, [n_rsc])))

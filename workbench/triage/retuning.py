@@ -16,7 +16,7 @@ from typing import Any, Final
 import numpy as np
 
 from accel import stats
-from accel.cost import OpCost, op_times, retimed
+from accel.cost import OpCost, op_times, rank_in_runs, retimed
 from accel.ops import OpArrays, RunArrays
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
@@ -254,12 +254,8 @@ def _capped_batches(batch_id: np.ndarray, cap: int) -> np.ndarray:
     """New batch ids when no batch may hold more than `cap` requests (in arrival order)."""
     order = np.argsort(batch_id, kind="stable")  # requests are in arrival order already
     sorted_ids = batch_id[order]
-    starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1])))
-    rank = np.arange(sorted_ids.size) - np.repeat(
-        starts, np.diff(np.append(starts, sorted_ids.size))
-    )
     new = np.empty_like(batch_id)
-    new[order] = sorted_ids * (sorted_ids.size + 1) + rank // cap
+    new[order] = sorted_ids * (sorted_ids.size + 1) + rank_in_runs(sorted_ids) // cap
     return np.where(batch_id >= 0, new, -1)
 
 
