@@ -10,7 +10,15 @@ from accel_reference import random_run, ref_op_times
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accel.cost import CostParams, dense_ids, group_instance, op_times, tile_plan
+from accel.cost import (
+    CostParams,
+    dense_ids,
+    group_instance,
+    op_times,
+    rank_in_runs,
+    run_starts,
+    tile_plan,
+)
 from accel.ops import OpArrays
 from accel.profiles import PROFILES, get_profile
 
@@ -216,3 +224,12 @@ def test_group_instance_is_per_request_and_group() -> None:
         else:
             assert first.setdefault((r, f), g) == g
     assert len(set(first.values())) == len(first)
+
+
+@given(st.lists(st.integers(0, 3), min_size=0, max_size=60))
+def test_runs_of_equal_values_start_and_rank(values: list[int]) -> None:
+    x = np.array(values, dtype=np.int64)
+    starts = [i for i, v in enumerate(values) if i == 0 or values[i - 1] != v]
+    assert run_starts(x).tolist() == starts
+    rank = [i - max(s for s in starts if s <= i) for i in range(len(values))]
+    assert rank_in_runs(x).tolist() == rank
