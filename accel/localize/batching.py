@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from accel.cost import run_starts
-from accel.localize.requeue import QueueState, batch_heads
+from accel.localize.requeue import QueueState, batch_heads, batch_ids
 from accel.ops import F64, I64, OpArrays, RequestArrays
 
 
@@ -75,8 +75,8 @@ def batch_swap(
     else:
         per_work, fixed = 0.0, float(np.median(svc))
     per_work, fixed = max(per_work, 0.0), max(fixed, 0.0)
-    work = _own_work(work_b / size, size, fq.batch, fq.arrival)
-    other = stage[:, 5] + fq.work
+    work = _own_work(work_b / size, size, batch_ids(fr), fq.arrival)
+    other = stage[:, 5]
     own = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(fq, fr))
     swapped = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(cq, cr))
     return own, swapped

@@ -7,7 +7,7 @@ import numpy as np
 from accel.localize.batching import policy
 from accel.localize.gaps import at_q
 from accel.localize.requeue import QueueState, observed_queue
-from accel.ops import F64, RequestArrays, RunArrays
+from accel.ops import F64, RunArrays
 from accel.replay import stage_times
 from accel.stages import STAGE_CODE
 
@@ -84,21 +84,11 @@ def mechanism_of(
 
 
 def secondary_of(
-    fr: RequestArrays,
-    cr: RequestArrays,
-    fq: QueueState,
-    cq: QueueState,
-    primary: str,
-    gaps: dict[str, float],
+    fq: QueueState, cq: QueueState, primary: str, gaps: dict[str, float]
 ) -> str | None:
-    """Queueing as the secondary mechanism when the queue wait's p95 grew by at least a fifth
-    of the p95 gap (the slowdown was amplified by requests waiting behind it)."""
+    """Queueing as the secondary mechanism when the wait for the server and for batch-mates
+    grew at p95 by at least a fifth of the p95 gap (requests waited behind the slowdown)."""
     if primary in ("queueing", "batch_policy") or not gaps["p95"] > 0:
         return None
-
-    def wait(req: RequestArrays, q: QueueState) -> F64:
-        ingress = np.nan_to_num(np.asarray(req.stage_us, dtype=np.float64)[:, INGRESS])
-        return np.asarray(np.maximum(ingress - q.hold - q.work, 0.0), dtype=np.float64)
-
-    grew = at_q(wait(fr, fq), 0.95) - at_q(wait(cr, cq), 0.95)
+    grew = at_q(fq.queue_us + fq.mates_us, 0.95) - at_q(cq.queue_us + cq.mates_us, 0.95)
     return "queueing" if grew >= 0.2 * gaps["p95"] else None

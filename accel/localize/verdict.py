@@ -158,8 +158,8 @@ def _localize_triggered(
     # Manifest: where the tail time shows up; ingress without the queue wait (the batcher's
     # hold and admission work only), since queueing amplifies every downstream slowdown.
     own_f, own_c = f_stage[:, :5].copy(), c_stage[:, :5].copy()
-    own_f[:, INGRESS] = fq.hold + fq.work
-    own_c[:, INGRESS] = cq.hold + cq.work
+    own_f[:, INGRESS] = fq.hold
+    own_c[:, INGRESS] = cq.hold
     manifest_gap = {
         s: at_q(own_f[:, i], 0.95) - at_q(own_c[:, i], 0.95) for i, s in enumerate(STAGES)
     }
@@ -236,7 +236,7 @@ def _localize_triggered(
 
     scores.update({f"lowering.{k}": v for k, v in parts.items()})
     mech = mechanism_of(origin, failing, comparator, parts, scores)
-    secondary = secondary_of(fr, cr, fq, cq, mech, gaps)
+    secondary = secondary_of(fq, cq, mech, gaps)
     conf = origin_confidence(origin, decided_by, explained, residual_shift)
     claims.extend(
         _verdict_claims(origin, manifest, mech, decided_by, explained, residual_shift, manifest_gap)
