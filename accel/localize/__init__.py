@@ -17,25 +17,25 @@ from accel.localize.residuals import (
     replay_summary,
     replayed,
 )
-from accel.localize.trigger import DEFAULT_CALIBRATION, Calibration, calibrate
+from accel.localize.trigger import OUTCOMES, Trigger, TriggerPolicy
 from accel.localize.verdict import METHODS, N_BOOT, PLAN_STAGES, localize
 
 __all__ = [
-    "DEFAULT_CALIBRATION",
     "METHODS",
     "N_BOOT",
+    "OUTCOMES",
     "PLAN_STAGES",
     "QNAMES",
     "QS",
     "SUMMARY_QNAMES",
     "SUMMARY_QS",
-    "Calibration",
     "Claim",
     "Localization",
     "QueueState",
     "Replayed",
     "SwapInputs",
-    "calibrate",
+    "Trigger",
+    "TriggerPolicy",
     "group_medians",
     "localize",
     "observed_queue",

@@ -47,6 +47,19 @@ class Localization:
     # role ("failing", "comparator") -> row (STAGES, "other", "latency") -> replay_summary's
     # figures; empty when no replay was made (not triggered, or method "naive").
     replay_summary: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    outcome: str = "no regression"  # "regression", "no regression" or "inconclusive"
+    outcome_reason: str = ""
+    threshold_us: dict[str, float] = field(default_factory=dict)  # practical, per quantile
+    threshold_basis: str = ""
+    # role -> the base queue re-run against the observed latency: observed_pXX_us,
+    # rerun_pXX_us, rel_error_pXX, tolerance, reproduced (1.0 / 0.0)
+    rerun: dict[str, dict[str, float]] = field(default_factory=dict)
+    # share of bootstrap resamples of both runs' requests that name the same origin (what
+    # `confidence` holds, capped when the re-run did not reproduce the tail)
+    origin_agreement: float = math.nan
+    confidence_method: str = ""
+    direct: list[dict[str, float | str]] = field(default_factory=list)  # kinds, tail first
+    hardware_gap: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class _Common(TypedDict):
@@ -61,3 +74,8 @@ class _Common(TypedDict):
     p95_rel_gap: float
     p99_rel_gap: float
     method: str
+    outcome: str
+    outcome_reason: str
+    threshold_us: dict[str, float]
+    threshold_basis: str
+    hardware_gap: dict[str, dict[str, float]]

@@ -75,14 +75,16 @@ def residual_shifts(
     fq: QueueState,
     base_lat: F64,
     gaps: dict[str, float],
-) -> dict[str, dict[str, float]]:
+) -> tuple[dict[str, dict[str, float]], dict[str, F64]]:
     """Per stage: the residual shift of failing over comparator (Mann-Whitney p, Hodges-Lehmann
-    with CI) and the share of the tail gap that removing the shift from the stage takes away.
+    with CI) and the share of the tail gap that removing the shift from the stage takes away;
+    and per stage the failing latency without the shift (queue re-run).
 
     Batch-level stages are tested once per batch (`heads`): members share them."""
     res_f, res_c = res
     f_heads, c_heads = heads
     out: dict[str, dict[str, float]] = {}
+    cfs: dict[str, F64] = {}
     for i, s in enumerate(STAGES):
         if i == INGRESS:
             a, b = res_f[:, i], res_c[:, i]
@@ -99,6 +101,7 @@ def residual_shifts(
             cf[:, i] = np.maximum(f_stage[:, i] - shift, 0.0)
             cf_lat = requeue(fq, cf)
         share = gap_share(base_lat, cf_lat, gaps)
+        cfs[s] = np.asarray(cf_lat, dtype=np.float64)
         out[s] = {
             "hl_us": hl,
             "hl_lo_us": lo,
@@ -107,4 +110,4 @@ def residual_shifts(
             "p95_share": share["p95"],
             "p99_share": share["p99"],
         }
-    return out
+    return out, cfs

@@ -158,31 +158,31 @@ def plan_swaps(
     base_lat: F64,
     gaps: dict[str, float],
     swap: SwapInputs,
-) -> tuple[dict[str, dict[str, float]], dict[str, float], bool]:
-    """Share of the tail gap each plan swap removes (ingress, lowering, scheduling), the mean
-    share of each lowering part (compile, kernel, fusion), and whether the ops could be matched
-    (False: ops carry no names, so only the ingress swap was made)."""
+) -> tuple[dict[str, tuple[F64, F64]], dict[str, float], bool]:
+    """Per plan stage (ingress, lowering, scheduling): the failing latency it is compared with
+    and the failing latency under the comparator's decisions for that stage; the mean share of
+    the tail gap each lowering part (compile, kernel, fusion) removes; and whether the ops
+    could be matched (False: ops carry no names, so only the ingress swap was made)."""
     fr, cr = failing.requests, comparator.requests
     fq, cq = queues
     n_req = fr.size
-    explained: dict[str, dict[str, float]] = {}
+    out: dict[str, tuple[F64, F64]] = {}
     parts: dict[str, float] = {}
-    own, swapped = batch_swap(fr, cr, fq, cq, failing.ops)
-    explained["ingress"] = gap_share(own, swapped, gaps)
+    out["ingress"] = batch_swap(fr, cr, fq, cq, failing.ops)
     m, timing, base = swap.match, swap.timing, swap.base
     if m is None or timing is None or base is None:
-        return explained, parts, False
+        return out, parts, False
     for part in ("compile", "kernel", "fusion", "all"):
         d = lowering_swap(failing.ops, comparator.ops, n_req, part, m, timing, base)
         cf = f_stage.copy()
         cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
-        sh = gap_share(base_lat, requeue(fq, cf), gaps)
+        cf_lat = requeue(fq, cf)
         if part == "all":
-            explained["lowering"] = sh
+            out["lowering"] = (base_lat, cf_lat)
         else:
-            parts[part] = mean_share(sh)
+            parts[part] = mean_share(gap_share(base_lat, cf_lat, gaps))
     d = placement_swap(failing.ops, comparator.ops, n_req, base.observed_stage_us, m)
     cf = f_stage.copy()
     cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
-    explained["scheduling"] = gap_share(base_lat, requeue(fq, cf), gaps)
-    return explained, parts, True
+    out["scheduling"] = (base_lat, requeue(fq, cf))
+    return out, parts, True
