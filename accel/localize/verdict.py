@@ -23,7 +23,7 @@ from typing import Final
 import numpy as np
 
 from accel.localize.confidence import Candidate, decide, origin_agreement
-from accel.localize.direct import IMBALANCE, Direct, compare, kind_names, kind_times
+from accel.localize.direct import IMBALANCE, Direct, compare
 from accel.localize.gaps import QNAMES, at_q, gap_share, mean_share
 from accel.localize.hardware import hardware_gap
 from accel.localize.matching import SwapInputs, swap_inputs
@@ -217,6 +217,8 @@ def _direct_doc(d: Direct, share: float) -> dict[str, float | str]:
         "counterfactual_share": share,
         "hl_us": d.hl_us,
         "p_value": d.p_value,
+        "tail_excess": d.tail_excess,
+        "tail_excess_lo": d.tail_excess_lo,
     }
 
 
@@ -311,8 +313,9 @@ def _localize_triggered(
     )
     cands: list[Candidate] = []
     parts: dict[str, float] = {}
+    swap = prepared
     if method == "full" and reproduced:
-        swap = prepared or swap_inputs(failing, comparator)
+        swap = swap or swap_inputs(failing, comparator)
         swapped, parts, matched = plan_swaps(
             failing, comparator, f_stage, (fq, cq), base_lat, gaps, swap
         )
@@ -326,14 +329,7 @@ def _localize_triggered(
         for s, r in residual_shift.items():
             ok = r["p_value"] < RESIDUAL_ALPHA and r["hl_us"] > 0
             cands.append(Candidate(s, "residual", s, base_lat, res_cf[s], ok, RESIDUAL_SHARE))
-    code_f, code_c, vocab = kind_names(failing.ops, comparator.ops)
-    directs = compare(
-        kind_times(failing.ops, code_f, vocab, fr.size),
-        kind_times(comparator.ops, code_c, vocab, cr.size),
-        lf,
-        lc,
-        gaps["p95"],
-    )
+    directs = compare(rep_f.kinds, rep_c.kinds, lf, lc, gaps["p95"])
     direct_at: dict[int, Direct] = {}
     for d in directs:
         col = STAGE_CODE["execution"] if d.kind == IMBALANCE else STAGE_CODE[d.stage]
@@ -343,8 +339,7 @@ def _localize_triggered(
             b, cf_lat = base_lat, requeue(fq, cf)
         else:
             b, cf_lat = lf, lf - d.saved_us
-        grew = d.hl_us > 0 or d.failing_p95_us > d.comparator_p95_us
-        ok = d.p_value < RESIDUAL_ALPHA and grew
+        ok = d.grew(RESIDUAL_ALPHA)
         direct_at[len(cands)] = d
         cands.append(Candidate(d.stage, "direct", d.kind, b, cf_lat, ok, DIRECT_SHARE))
 
