@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# The suites here share tests/ helpers (triage_stores, ingest_helpers) with the tests beside it.
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
 # Generous for a loaded 2-core machine; a case that needs longer is a hang.
 TIMEOUT = 60.0
 
