@@ -37,6 +37,7 @@ from workbench.store.arrays import (
     load_run_arrays,
     run_exists,
     run_presence,
+    verify_present,
 )
 from workbench.store.layout import check_run_id, read_run_row
 from workbench.triage import evidence, heap, pairing, retuning
@@ -241,6 +242,7 @@ def triage(
         if rid is not None:
             check_run_id(rid)
     con = db.connect(store)
+    verify_present(con, failing, comparator, fixed)  # damaged files: an error, not a verdict
     # One duckdb thread: the evidence queries run beside this thread's numpy work, which has
     # the other core.
     con.execute("SET threads = 1")
