@@ -72,3 +72,33 @@ def test_barriers_of_every_layer_are_one_kind_and_a_stall_in_the_tail_is_found()
     # The counterfactual gives stalled requests the comparator's barrier time back.
     assert np.all(d.saved_us[np.arange(0, n, 10)] > 1900) and d.saved_us.max() < 4100
     assert abs(by[IMBALANCE].tail_share) < 0.1
+
+
+def test_a_load_surge_is_found_by_re_running_at_the_comparators_arrival_rate() -> None:
+    from localize_pieces import requests
+
+    from accel.localize.confidence import decide
+    from accel.localize.direct import load_candidate
+    from accel.localize.requeue import observed_queue, requeue
+    from accel.queueing import fifo_schedule
+
+    def run(gap: float, seed: int):  # type: ignore[no-untyped-def]
+        rng = np.random.default_rng(seed)
+        arrival = np.cumsum(rng.exponential(gap, 800))
+        service = rng.uniform(60.0, 100.0, 800)
+        latency = fifo_schedule(arrival, service).wait_us + service
+        return requests(arrival, latency, service)
+
+    fr, cr = run(100.0, 1), run(160.0, 2)  # the same service, 60% more load
+    fq = observed_queue(fr)
+    base = requeue(fq, fr.stage_us)
+    cand = load_candidate(fr, cr, fq, fr.stage_us, base, True, 0.002, 0.3)
+    assert cand is not None and cand.eligible and cand.stage == "ingress"
+    own = np.zeros((800, 5))
+    d = decide([cand], fr.latency_us, cr.latency_us, own, own)
+    assert d.origin == "ingress" and d.decided_by == "direct" and d.shares[0] > 0.5
+    # The lighter run against the heavier one: no load evidence.
+    assert (
+        load_candidate(cr, fr, observed_queue(cr), cr.stage_us, cr.latency_us, True, 0.002, 0.3)
+        is None
+    )

@@ -10,19 +10,23 @@ tail (latency >= its p95) minus the comparator tail's, over the p95 gap.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from accel.cost import dense_ids
-from accel.ops import F64, I64, OpArrays, joint_name_codes, name_codes
+from accel.localize.confidence import Candidate
+from accel.localize.requeue import QueueState, arrival_rate, requeue, stretched
+from accel.ops import F64, I64, OpArrays, RequestArrays, joint_name_codes, name_codes
 from accel.stages import STAGE_CODE, STAGES
 from accel.stats import mann_whitney_u, proportion_diff_ci, quantile
 
 EXEC = STAGE_CODE["execution"]
 SCHED = STAGE_CODE["scheduling"]
 IMBALANCE = "core_imbalance"  # the kind name of per-core imbalance (stage scheduling)
+ARRIVALS = "arrival_rate"  # the kind name of the load evidence (stage ingress)
 TAIL_ALPHA = 0.002  # level of the tail-excess interval (five stages, a few kinds each)
 _DIGITS = re.compile(r"\d+")
 
@@ -191,3 +195,60 @@ def compare(f: KindTimes, c: KindTimes, lf: F64, lc: F64, p95_gap: float) -> lis
             )
         )
     return out
+
+
+def direct_mechanism(kind: str, stage: str) -> str:
+    """The mechanism direct evidence of `kind` points at."""
+    if kind == IMBALANCE:
+        return "core_imbalance"
+    if kind == ARRIVALS:
+        return "queueing"
+    return {
+        "ingress": "queueing",
+        "lowering": "recompile",
+        "scheduling": "core_imbalance",
+        "execution": "barrier_stall",
+        "assembly": "assembly",
+    }[stage]
+
+
+def load_candidate(
+    fr: RequestArrays,
+    cr: RequestArrays,
+    fq: QueueState,
+    f_stage: F64,
+    base_lat: F64,
+    reproduced: bool,
+    alpha: float,
+    need: float,
+) -> Candidate | None:
+    """Direct evidence on the arrival process: the failing run re-run at the comparator's
+    arrival rate (arrivals spread out in time, service unchanged); eligible when the failing
+    run's gaps between arrivals are significantly shorter. Needs the queue re-run."""
+    if not reproduced or fr.size < 3 or cr.size < 3:
+        return None
+    rf, rc = arrival_rate(fr.arrival_us), arrival_rate(cr.arrival_us)
+    if not (math.isfinite(rf) and math.isfinite(rc)) or rf <= rc:
+        return None
+    gf = np.diff(np.sort(np.asarray(fr.arrival_us, dtype=np.float64)))
+    gc = np.diff(np.sort(np.asarray(cr.arrival_us, dtype=np.float64)))
+    _, p = mann_whitney_u(gf, gc)
+    cf = requeue(stretched(fq, rf / rc), f_stage)
+    return Candidate("ingress", "direct", ARRIVALS, base_lat, cf, p < alpha, need)
+
+
+def direct_doc(d: Direct, share: float) -> dict[str, float | str]:
+    return {
+        "kind": d.kind,
+        "stage": d.stage,
+        "failing_p95_us": d.failing_p95_us,
+        "comparator_p95_us": d.comparator_p95_us,
+        "failing_tail_mean_us": d.failing_tail_mean_us,
+        "comparator_tail_mean_us": d.comparator_tail_mean_us,
+        "tail_share": d.tail_share,
+        "counterfactual_share": share,
+        "hl_us": d.hl_us,
+        "p_value": d.p_value,
+        "tail_excess": d.tail_excess,
+        "tail_excess_lo": d.tail_excess_lo,
+    }
