@@ -58,6 +58,7 @@ def _row(cell: tuple[str, str], profile: str, fault: str, method: str, truth: ob
         "origin": loc.origin_stage or "none",
         "mechanism": loc.mechanism,
         "triggered": loc.triggered,
+        "outcome": loc.outcome,
         "confidence": loc.confidence,
         "seconds": seconds,
     }
@@ -248,6 +249,14 @@ def main() -> int:
         bins, ece = _reliability(faulty_full)
         out["ece"] = ece
         out["faults_not_triggered"] = sum(1 for r in faulty_full if not r["triggered"])
+        # regression / no regression / inconclusive, on the fault trials and on the A/A pairs
+        out["outcomes"] = dict(
+            Counter(
+                f"{'aa' if r['fault'] == 'none' else 'fault'}: {r['outcome']}"
+                for r in in_cell
+                if r["method"] == "full"
+            )
+        )
         cells[name] = out
     print("\naccel.synth in an events-only layout: not run (it repeats every batch op for each")
     print("  member of the batch, which no profiler records)")
