@@ -13,7 +13,7 @@ from accel.ops import F64
 from accel.profiles import HardwareProfile
 from accel.profsim.world import Reality, Service
 from accel.stages import STAGES
-from accel.synth_columns import quantize_us
+from accel.synth.columns import quantize_us
 
 # One layer: (kernel name, matmul?, input width, output width) in units of `hidden`.
 _OPS: Final[tuple[tuple[str, bool, int, int], ...]] = (
