@@ -87,12 +87,16 @@ def test_sample_incident_walk(store: Path, tmp_path: Path) -> None:
     )
     inc = load_incident(store, "INC-sample")
     assert inc.replay_check is not None and not inc.replay_check.passed
+    assert inc.validation is not None and inc.validation.verdict == "REFUSED"
+    refusal = inc.timeline[-1].note  # the refusal is on the record, with its two numbers
+    assert refusal.startswith("REFUSED: candidate-synthetic not measured on production-like")
+    assert "PSI 11.374 (limit 0.25), unseen shapes 79.6% (limit 5%)" in refusal
     assert cli(store, "incident", "close", "INC-sample") == 2
     assert (
         cli(store, "validate", "--incident", "INC-sample", "--candidate", "candidate-rollback") == 0
     )
     inc = load_incident(store, "INC-sample")
-    assert inc.validation is not None and inc.validation.verdict == "Pass"
+    assert inc.validation is not None and inc.validation.verdict == "PASS"
     assert inc.replay_check is not None and inc.replay_check.passed
     assert cli(store, "incident", "close", "INC-sample") == 0
     assert load_incident(store, "INC-sample").status == "closed"

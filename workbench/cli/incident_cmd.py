@@ -105,6 +105,7 @@ def describe(inc: Incident) -> str:
 
     from workbench.triage.lifecycle import missing_for, next_status
     from workbench.triage.owners import overdue_actions
+    from workbench.triage.verdict import incident_verdict
 
     lines = [
         f"{inc.id}  [{inc.severity}]  {inc.title}",
@@ -128,22 +129,17 @@ def describe(inc: Incident) -> str:
     for a in inc.actions:
         flag = "  OVERDUE" if a.id in late else ""
         lines.append(f"  action #{a.id} [{a.status}] {a.owner} due {a.due}: {a.text}{flag}")
-    if inc.validation:
+    verdict = incident_verdict(inc)
+    if inc.validation and verdict:
         v = inc.validation
-        lines.append(
-            f"  validation of {v.candidate} vs {v.baseline_role} {v.baseline}: {v.verdict} "
-            f"(score {v.score:.2f})"
-        )
-        for cell in v.cells:
+        lines.append(f"  validation of {v.candidate} vs {v.baseline_role} {v.baseline}:")
+        lines.append(f"    verdict {verdict.headline}")
+        lines += [f"    - {r}" for r in verdict.reasons[1:]]
+        for cell, cv in zip(v.cells, verdict.cells, strict=True):
             lines.append(
-                f"    {cell.classification:<7} {'ok ' if cell.passed else 'BAD'} {cell.label}: "
-                f"{cell.reason} (n {cell.n_baseline}/{cell.n_candidate})"
+                f"    {cv.outcome.upper():<15} {cell.label}: {cv.why} "
+                f"(n {cell.n_baseline}/{cell.n_candidate})"
             )
-    if inc.replay_check:
-        rc = inc.replay_check
-        lines.append(
-            f"  shapes: {'production-like' if rc.passed else 'NOT production-like'}: {rc.reason}"
-        )
     for rc_ in inc.rollback_criteria:
         edge = (
             f"{100 * rc_.threshold:.2f}%"

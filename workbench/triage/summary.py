@@ -21,10 +21,11 @@ from accel.stages import STAGE_NAMES, STAGES
 from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.triage.guardrails import RunSamples
-from workbench.triage.incident import Incident, load_incident, now_iso
+from workbench.triage.incident import Incident, ReplayCheck, Validation, load_incident, now_iso
 from workbench.triage.judge import CONFIDENCE, N_BOOT, SEED
 from workbench.triage.owners import overdue_actions
 from workbench.triage.validation import load_samples
+from workbench.triage.verdict import candidate_verdict
 
 SUMMARY_SCHEMA: Final[str] = "workbench.closure_summary/1"
 IMPACT_QUANTILES: Final[tuple[tuple[str, float], ...]] = (("p95", 0.95), ("p99", 0.99))
@@ -145,6 +146,43 @@ def _closed_loop(
     }
 
 
+def _verdict_fields(v: Validation, check: ReplayCheck | None) -> dict[str, Any]:
+    cv = candidate_verdict(v, check)
+    return {
+        "verdict": cv.verdict,
+        "headline": cv.headline,
+        "reasons": cv.reasons,
+        "psi": cv.psi,
+        "unseen_share": cv.unseen_share,
+    }
+
+
+def _validation(inc: Incident) -> dict[str, Any] | None:
+    """The validation with the one verdict (verdict.py) and every cell's outcome and why; the
+    earlier candidates with theirs (a refusal stays in the summary after a later PASS)."""
+    if inc.validation is None:
+        return None
+    v = inc.validation
+    out: dict[str, Any] = {**msgspec.to_builtins(v), **_verdict_fields(v, inc.replay_check)}
+    cv = candidate_verdict(v, inc.replay_check)
+    out["cells"] = [
+        {**msgspec.to_builtins(c), "outcome": o.outcome, "why": o.why}
+        for c, o in zip(v.cells, cv.cells, strict=True)
+    ]
+    out["history"] = [
+        {
+            "candidate": h.candidate,
+            "validated_at": h.validated_at,
+            "validated_by": h.validated_by,
+            # Earlier candidates' shape checks are not kept: their stored verdict has it.
+            "verdict": h.verdict,
+            "reasons": h.reasons,
+        }
+        for h in inc.validation_history
+    ]
+    return out
+
+
 def build_summary(store: Path, incident_id: str, today: date | None = None) -> dict[str, Any]:
     """The closure summary of one incident as plain JSON-able data."""
     inc = load_incident(store, incident_id)
@@ -196,7 +234,7 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
             missing.append("closed_loop")
     finally:
         con.close()
-    doc["validation"] = msgspec.to_builtins(inc.validation) if inc.validation else None
+    doc["validation"] = _validation(inc)
     if inc.validation is None:
         missing.append("validation")
     doc["rollback_criteria"] = msgspec.to_builtins(inc.rollback_criteria)
