@@ -196,7 +196,8 @@ def test_sample_incident_end_to_end(
     assert p99["ci_low_us"] < p99["delta_us"] < p99["ci_high_us"] and p99["n_failing"] == 400
     assert f"{p99['failing_us'] / 1000:,.3f} ms" in md
     assert len(doc["impact"]["rows"]) == 12
-    assert doc["reproduction"]["runs"][2] == {"role": "fixed-metadata", "run_id": "fixed-metadata"}
+    assert doc["reproduction"]["runs"][2]["role"] == "fixed-metadata"
+    assert doc["reproduction"]["runs"][2]["run_id"] == "fixed-metadata"
     assert {t["key"] for t in doc["reproduction"]["tags"] if t["locked"]} >= {
         "hardware",
         "compiler_version",

@@ -270,15 +270,31 @@ def allowed_change(g: Guardrail, baseline_value: float) -> float:
     return max(g.tolerance * abs(baseline_value), g.min_effect)
 
 
+def window_noise(m: Measurement, window: int, alpha: float = 0.05) -> float:
+    """Half-width of m's (1 - alpha) interval over `window` requests of the same traffic: the
+    baseline's own interval, scaled by sqrt(n / window) (quantiles: percentile bootstrap;
+    throughput: quasi-Poisson; shares: Wilson at the baseline share)."""
+    if m.sample is not None:
+        _, lo, hi = stats.bootstrap_quantile(m.sample, m.quantile, alpha=alpha)
+        return (hi - lo) / 2 * math.sqrt(m.n / window)
+    z = stats.normal_ppf(1 - alpha / 2)
+    if m.exposure_s > 0:
+        return m.value() * z * math.sqrt(m.dispersion / window)
+    _, lo, hi = stats.wilson_interval(round(m.value() * window), window, alpha)
+    return (hi - lo) / 2
+
+
 def rollback_criteria(guardrails: list[Guardrail], baseline: RunSamples) -> list[RollbackCriterion]:
-    """One explicit trip wire per guardrail with data: the tolerated edge around the baseline."""
+    """One explicit trip wire per guardrail with data: the tolerated edge around the baseline,
+    moved out to the noise of one watch window when that is wider (no rollback on noise)."""
     out = []
     for g in guardrails:
         m = measure(g, baseline)
         base = m.value()
         if m.n == 0 or not math.isfinite(base):
             continue
-        edge = allowed_change(g, base)
+        noise = window_noise(m, ROLLBACK_WINDOW_REQUESTS)
+        edge = max(allowed_change(g, base), noise)
         # "both" guardrails watch the bad side that matters for latency-like metrics first.
         sides = [">", "<"] if g.direction == "both" else [">" if g.direction == "increase" else "<"]
         for op in sides:
@@ -291,6 +307,7 @@ def rollback_criteria(guardrails: list[Guardrail], baseline: RunSamples) -> list
                     unit=m.unit,
                     window_requests=ROLLBACK_WINDOW_REQUESTS,
                     source="guardrail",
+                    noise=noise,
                 )
             )
     return out
