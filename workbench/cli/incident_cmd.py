@@ -42,6 +42,12 @@ def add_parser(subparsers: Any) -> None:
     new.add_argument("--suspect", default=None, help="the locked tag allowed to differ")
     add_common(new)
 
+    edit = sub.add_parser("edit", help="change the title and / or the severity")
+    edit.add_argument("incident_id")
+    edit.add_argument("--title", default=None)
+    edit.add_argument("--severity", default=None, help="sev1..sev4")
+    add_common(edit)
+
     show = sub.add_parser("show", help="print one incident and what it still lacks")
     show.add_argument("incident_id")
     show.add_argument("--json", action="store_true", help="the raw record")
@@ -209,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
                 args.fixed_metadata,
                 suspect=args.suspect,
             )
+    elif cmd == "edit":
+        inc = workflow.edit_header(store, args.incident_id, actor, args.title, args.severity)
     elif cmd == "pair":
         inc = workflow.pair(
             store,
