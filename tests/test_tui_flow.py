@@ -25,6 +25,7 @@ from test_tui_support import (
 )
 
 from accel.stages import STAGES
+from workbench.tui.confirm_modal import ConfirmModal
 
 OWNERS = {"compiler lead": "Ada Compiler", "runtime lead": "Rui Runtime"}
 
@@ -204,6 +205,9 @@ async def close_and_export(pilot: Any, folder: Path) -> tuple[Path, Path]:
     screen = base_screen(app)
     await wait_for(pilot, lambda: screen.missing == [], "close gate passes")
     await pilot.press("x")
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), "asked to close")
+    assert status(app) != "closed"  # nothing happens before the answer
+    await pilot.press("y")
     await wait_for(pilot, lambda: status(app) == "closed", "closed")
     await pilot.press("d")
     await pilot.press("ctrl+a", "ctrl+k")
@@ -233,7 +237,7 @@ def test_whole_flow_by_keys_with_a_restart_in_the_middle(store: Path, tmp_path: 
                 await declare_and_pair(pilot)
                 await evidence_and_localize(pilot)
                 inc = app.incident
-                await pilot.press("q")
+                await pilot.press("q", "y")
         return inc.id, inc.version, watch
 
     async def second_half() -> tuple[str, int, str, str, Path, Path, Any]:

@@ -22,11 +22,11 @@ class CloseScreen(StepScreen):
     AUTO_FOCUS = "#summary-preview"
     STEP = "close"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("x", "close_incident", "Close incident", id="close.close"),
-        Binding("m", "export('md')", "Export .md", id="close.export_md"),
-        Binding("j", "export('json')", "Export .json", id="close.export_json"),
-        Binding("d", "edit_dir", "Export folder", id="close.export_dir"),
-        Binding("r", "preview", "Refresh preview", id="close.refresh"),
+        Binding("x", "close_incident", "Close", id="close.close"),
+        Binding("m", "export('md')", "Export md", id="close.export_md"),
+        Binding("j", "export('json')", "Export json", id="close.export_json"),
+        Binding("d", "edit_dir", "Folder", id="close.export_dir"),
+        Binding("r", "preview", "Refresh", id="close.refresh", show=False),
         Binding("escape", "leave_input", "Back", id="close.back", show=False),
     ]
 
@@ -56,7 +56,7 @@ class CloseScreen(StepScreen):
         yield TextArea("", id="summary-preview", read_only=True, soft_wrap=False, show_cursor=True)
         with Horizontal(classes="field"):
             yield Label("folder", classes="field-label")
-            yield Input(str(Path.cwd()), id="export-dir", compact=True)
+            yield Input(str(self.wb.state_dir / "exports"), id="export-dir", compact=True)
 
     def refresh_view(self) -> None:
         inc = self.wb.incident
@@ -130,9 +130,21 @@ class CloseScreen(StepScreen):
         if inc is None:
             self.notify("No incident to export.", severity="warning")
             return
-        folder = Path(self.query_one("#export-dir", Input).value.strip() or ".").expanduser()
+        text = self.query_one("#export-dir", Input).value.strip()
+        folder = Path(text).expanduser() if text else self.wb.state_dir / "exports"
+        path = folder / f"{inc.id}-summary.{fmt}"
+        if not folder.is_dir() and not folder.exists():
+            self.wb.confirm(
+                f"The export folder {folder} does not exist. Create it and export there?",
+                lambda: self._export(inc.id, fmt, path, create=True),
+                yes="create the folder",
+            )
+            return
+        self._export(inc.id, fmt, path)
+
+    def _export(self, incident_id: str, fmt: str, path: Path, create: bool = False) -> None:
         self.set_hint(f"Exporting {fmt}...")
-        self.export(inc.id, fmt, folder / f"{inc.id}-summary.{fmt}")
+        self.export(incident_id, fmt, path, create)
 
     @work(
         thread=True,
@@ -141,12 +153,17 @@ class CloseScreen(StepScreen):
         group="export",
         description="Export the summary",
     )
-    def export(self, incident_id: str, fmt: str, path: Path) -> None:
+    def export(self, incident_id: str, fmt: str, path: Path, create: bool = False) -> None:
         from workbench.errors import WorkbenchError
         from workbench.triage.export import export_text, write_export
 
+        if create:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise WorkbenchError(str(path.parent), f"cannot create: {exc.strerror}") from exc
         if not path.parent.is_dir():
-            raise WorkbenchError(str(path.parent), "export folder does not exist")
+            raise WorkbenchError(str(path.parent), "export folder is not a folder")
         text = export_text(self.wb.store, incident_id, fmt)
         write_export(path, text)
         self.post_message(self.Exported(path.resolve(), len(text.encode())))

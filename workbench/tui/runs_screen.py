@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from workbench.tui.marked_table import MarkedTable
 from workbench.tui.step_screen import NEXT_STEP, StepScreen
 from workbench.tui.units import ms
 
@@ -45,10 +46,12 @@ class RunsScreen(StepScreen):
     AUTO_FOCUS = "#runs-table"
     STEP = "runs"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f", "mark_failing", "Mark failing", id="runs.mark_failing"),
-        Binding("p", "pin_fixed", "Pin fixed run", id="runs.pin_fixed"),
+        Binding("f", "mark_failing", "Failing", id="runs.mark_failing"),
+        Binding("p", "pin_fixed", "Pin fixed", id="runs.pin_fixed"),
         Binding("i", "ingest", "Ingest", id="runs.ingest"),
-        Binding("r", "reload", "Reload", id="runs.reload"),
+        Binding("r", "reload", "Reload", id="runs.reload", show=False),
+        # The app's 0 shown where incidents start: switch, start another, reopen one.
+        Binding("0", "app.incidents", "Incidents", id="runs.incidents"),
     ]
 
     class RunsLoaded(Message):
@@ -59,7 +62,7 @@ class RunsScreen(StepScreen):
             self.runs = runs
 
     def compose_body(self) -> ComposeResult:
-        yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield MarkedTable(id="runs-table", fixed_columns=2)
         yield Static("Loading runs...", id="run-detail")
 
     def on_mount(self) -> None:
@@ -155,6 +158,8 @@ class RunsScreen(StepScreen):
             self.set_hint("Reading the store...")
         elif not self.wb.runs:
             self.set_hint("The store is empty: press i to ingest a trace file.")
+        elif not self.wb.incident_loaded:
+            self.set_hint("Opening the incident record...")
         elif inc is None or not inc.failing:
             self.set_hint(
                 "Next: move to the failing run (up/down) and press f to declare the incident."

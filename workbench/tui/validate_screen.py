@@ -11,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Input, Label, Static, TabbedContent, TabPane
 
+from workbench.tui.marked_table import MarkedTable
 from workbench.tui.step_screen import StepScreen
 from workbench.tui.units import ms
 
@@ -45,12 +46,12 @@ class ValidateScreen(StepScreen):
     AUTO_FOCUS = "#candidate-table"
     STEP = "validate"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("v", "validate", "Validate candidate", id="validate.run"),
+        Binding("v", "validate", "Validate", id="validate.run"),
         Binding("right_square_bracket", "tab(1)", "Next view", id="validate.next_view"),
-        Binding("left_square_bracket", "tab(-1)", "Prev view", id="validate.prev_view"),
-        Binding("e", "edit", "Edit criterion", id="validate.edit_criterion"),
-        Binding("n", "add", "Add criterion", id="validate.add_criterion"),
-        Binding("x", "delete", "Delete criterion", id="validate.delete_criterion"),
+        Binding("left_square_bracket", "tab(-1)", "Prev view", id="validate.prev_view", show=False),
+        Binding("e", "edit", "Edit", id="validate.edit_criterion"),
+        Binding("n", "add", "Add", id="validate.add_criterion"),
+        Binding("x", "delete", "Delete", id="validate.delete_criterion"),
         Binding("escape", "leave_input", "Back", id="validate.back", show=False),
     ]
 
@@ -63,12 +64,12 @@ class ValidateScreen(StepScreen):
         yield Static("", id="verdict")
         with TabbedContent(id="validate-tabs"):
             with TabPane("Candidate", id="tab-candidate"):
-                yield DataTable(id="candidate-table", cursor_type="row", zebra_stripes=True)
+                yield MarkedTable(id="candidate-table")
             with TabPane("Matrix", id="tab-matrix"):
-                yield DataTable(id="matrix-table", cursor_type="row", zebra_stripes=True)
+                yield MarkedTable(id="matrix-table")
                 yield Static("", id="cell-detail", classes="detail")
             with TabPane("Rollback criteria", id="tab-rollback"):
-                yield DataTable(id="criteria-table", cursor_type="row", zebra_stripes=True)
+                yield MarkedTable(id="criteria-table")
                 with Horizontal(classes="field"):
                     yield Label("edit  ", classes="field-label")
                     yield Input(
