@@ -97,22 +97,36 @@ async def evidence_and_localize(pilot: Any) -> None:
         "fusion_memory_burst",
     )
     text = screen_text(app)
-    assert "Origin lowering" in text and "fusion_memory_burst" in text
+    # The verdict view, in plain words, every warning whole (80x24).
+    assert "Starts in lowering" in text and "fusion_memory_burst" in text
+    assert "a score, not a probability" in text and "confidence" not in text
+    for warning in app.incident.triage["warnings"]:
+        assert " ".join(warning.split()) in " ".join(text.split()), warning
     # Replay per stage, at 80x24: every stage row on screen, origin (O) and manifest (M) marked,
     # the failing run's observed/predicted p99 latency as the attached triage says.
+    await pilot.press("right_square_bracket")
+    await pilot.pause(0.1)
+    text = screen_text(app)
+    assert "observed / model-predicted" in text  # the legend under the table
     keys = table_keys(app, "#replay-table")
     assert keys == [*STAGES, "other", "latency"]
     lat = next(r for r in app.incident.triage["replay"]["rows"] if r["id"] == "latency")["failing"]
     f99 = f"{lat['observed_p99_us'] / 1e3:.2f}/{lat['predicted_p99_us'] / 1e3:.2f}"
-    lines = text.splitlines()
-    assert any(ln.split()[:2] == ["lowering", "O"] for ln in lines if ln.strip())
-    assert any(ln.split()[:2] == ["execution", "M"] for ln in lines if ln.strip())
-    assert any(ln.split()[:1] == ["latency"] and f99 in ln for ln in lines), f99
     await move_to(pilot, "#replay-table", "execution")
     await pilot.pause(0.1)
     text = screen_text(app)
-    assert "execution manifest  n=" in text and "obs-pred shift F-C" in text
-    assert "C obs " in text  # the detail's last line is not cut off
+    lines = [ln.replace("▶", " ") for ln in text.splitlines()]
+    assert any(ln.split()[:2] == ["execution", "M"] for ln in lines if ln.strip())
+    assert "execution manifest  n=" in text and "(failing - comparator)" in text
+    assert "comparator obs " in text  # the detail's last line is not cut off
+    await move_to(pilot, "#replay-table", "latency")
+    await pilot.pause(0.1)
+    lines = [ln.replace("▶", " ") for ln in screen_text(app).splitlines()]
+    assert any(ln.split()[:1] == ["latency"] and f99 in ln for ln in lines), f99
+    await move_to(pilot, "#replay-table", "lowering")
+    await pilot.pause(0.1)
+    lines = [ln.replace("▶", " ") for ln in screen_text(app).splitlines()]
+    assert any(ln.split()[:2] == ["lowering", "O"] for ln in lines if ln.strip())
     await pilot.press("right_square_bracket", "right_square_bracket")  # proof, primary metric
     await pilot.press("c")
     await wait_for(pilot, lambda: status(app) == "classified", "classified")
@@ -159,6 +173,11 @@ async def validate(pilot: Any) -> None:
         timeout=60,
     )
     assert not app.incident.replay_check.passed
+    await pilot.pause(0.2)
+    # One verdict on screen: REFUSED, and nothing that reads as a pass (issue 14, point 1).
+    words = screen_text(app).replace("\n", " ")
+    assert "candidate-synthetic:  REFUSED" in words
+    assert "PASS " not in words.replace("not a PASS", "") and "Pass" not in words
     await pilot.press("left_square_bracket")  # back to the candidates
     await move_to(pilot, "#candidate-table", "candidate-rollback")
     await pilot.press("v")
@@ -171,11 +190,11 @@ async def validate(pilot: Any) -> None:
         "rollback validated",
         timeout=60,
     )
-    assert app.incident.validation.verdict == "Pass"
+    assert app.incident.validation.verdict == "PASS"
     assert app.incident.replay_check.passed
     assert app.incident.rollback_criteria
     text = screen_text(app)
-    assert "candidate-rollback: Pass" in text
+    assert "candidate-rollback:  PASS " in text and "REFUSED" not in text
     # Edit a rollback criterion: its window goes to 2000 requests, saved at once.
     await pilot.press("e")
     await pilot.press("ctrl+a", "ctrl+k")
@@ -193,7 +212,7 @@ async def validate(pilot: Any) -> None:
     count = len(app.incident.rollback_criteria)
     await pilot.press("n")
     await wait_for(pilot, lambda: len(app.incident.rollback_criteria) == count + 1, "added")
-    await pilot.press("down", "x")
+    await pilot.press("down", "x", "y")  # delete asks first
     await wait_for(pilot, lambda: len(app.incident.rollback_criteria) == count, "deleted")
     assert app.incident.rollback_criteria[0].window_requests == 2000
 

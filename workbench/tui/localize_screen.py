@@ -186,24 +186,23 @@ class LocalizeScreen(StepScreen):
             text.append(
                 f"  explains p95 {pct(share.get('p95'))} p99 {pct(share.get('p99'))} of gap"
             )
-        text.append("\nobs-pred shift F-C ", "bold")
+        text.append("  (p50/p95/p99)")
+        text.append("\nunexplained shift ", "bold")
         if res:
             p = res.get("p_value")
             text.append(
-                f"{_shift_ms(res.get('hl_us'))} [{_shift_ms(res.get('hl_lo_us'))}, "
-                f"{_shift_ms(res.get('hl_hi_us'))}] ms (Hodges-Lehmann)"
+                f"{_shift_ms(res.get('hl_us'))} ms [{_shift_ms(res.get('hl_lo_us'))}, "
+                f"{_shift_ms(res.get('hl_hi_us'))}] (failing - comparator)"
                 + (f", p={p:.2g}" if isinstance(p, float) else "")
             )
         else:
             text.append("- (not a stage the model tests)")
-        for tag, fig in (("F", f), ("C", c)):
+        for tag, fig in (("failing   ", f), ("comparator", c)):
             text.append(f"\n{tag} ", "bold")
-            for kind, label in (("observed", "obs"), ("predicted", "pred")):
+            for kind, label in (("observed", "obs"), ("predicted", "model")):
                 qs = "/".join(ms(fig.get(f"{kind}_{q}_us")) for q in ("p50", "p95", "p99"))
-                text.append(f"{label} {qs}  ")
-            text.append(f"modelled {pct(fig.get('modelled_share'))}")
-            if tag == "F":
-                text.append("  (p50/p95/p99 ms)", "dim")
+                text.append(f"{label} {qs} ms  ")
+            text.append(f"covers {pct(fig.get('modelled_share'))}")
         detail.update(text)
 
     def fill_claims(self) -> None:
@@ -329,12 +328,11 @@ class LocalizeScreen(StepScreen):
             return
         if inc.status == "localized":
             self.set_hint(
-                "Next: press c to confirm the mechanism (the claims above are its proof); "
-                "[ ] switch views."
+                "Next: c confirms the mechanism; ] shows its proof; o opens the p99 request."
             )
         else:
             nxt = NEXT_STEP.get(inc.status, "")
-            self.set_hint(f"Mechanism confirmed ({inc.status}). Next: {nxt}. [ ] switch views.")
+            self.set_hint(f"Mechanism confirmed ({inc.status}). Next: {nxt}.")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "replay-table":

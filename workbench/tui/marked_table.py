@@ -42,4 +42,6 @@ class MarkedTable(DataTable[Any]):
         if not 0 <= row < self.row_count:
             return
         self.ordered_rows[row].label = Text(glyph, "bold")
+        # Rendered rows are cached with their labels; update_cell clears the same caches.
+        self._clear_caches()
         self.refresh_row(row)
