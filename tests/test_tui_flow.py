@@ -233,11 +233,11 @@ async def close_and_export(pilot: Any, folder: Path) -> tuple[Path, Path]:
     await type_text(pilot, str(folder))
     await pilot.press("enter")
     await pilot.press("m")
-    md = folder / f"{app.incident.id}-summary.md"
+    md = folder / f"{app.incident.id}.md"
     await wait_for(pilot, lambda: screen.last_export == md.resolve(), "markdown export")
     assert app.clipboard == str(md.resolve())  # OSC 52 copy
     await pilot.press("j")
-    js = folder / f"{app.incident.id}-summary.json"
+    js = folder / f"{app.incident.id}.json"
     await wait_for(pilot, lambda: screen.last_export == js.resolve(), "json export")
     assert "path copied" in screen_text(app)
     return md, js
@@ -282,6 +282,9 @@ def test_whole_flow_by_keys_with_a_restart_in_the_middle(store: Path, tmp_path: 
         assert watch.count > 100
         assert not watch.slow, f"handlers over {watch.threshold_ms} ms: {watch.slow}"
     summary = md.read_text(encoding="utf-8")
+    # The export's first screenful is the brief: the fix's compiler version, the fusion numbers.
+    first = "\n".join(summary.splitlines()[:24])
+    assert "## Brief" in first and "2.5.1" in first and "9,600 vs 3,840" in first
     for needle in (
         iid,
         "closed",
@@ -292,7 +295,7 @@ def test_whole_flow_by_keys_with_a_restart_in_the_middle(store: Path, tmp_path: 
         "execution",
         "fusion_memory_burst",
         "candidate-rollback",
-        "Pass",
+        "PASS",
         *OWNERS.values(),
         "2000",
     ):
