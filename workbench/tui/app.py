@@ -20,9 +20,7 @@ from textual.reactive import reactive
 
 from workbench.tui.confirm_modal import ConfirmModal
 from workbench.tui.error_modal import ErrorModal, one_line
-from workbench.tui.help_screen import HelpScreen
 from workbench.tui.incident_header import STEPS, IncidentLine
-from workbench.tui.keymap import BindingInfo, apply_overrides, catalogue
 from workbench.tui.palette import WorkbenchCommands
 from workbench.tui.runs_screen import RunsScreen
 from workbench.tui.step_screen import StepScreen
@@ -35,6 +33,7 @@ if TYPE_CHECKING:
     from workbench.store.runs import RunSummary
     from workbench.triage.incident import Incident, RollbackCriterion
     from workbench.triage.owners import Roster
+    from workbench.tui.keymap import BindingInfo
 
 IncidentChange = Callable[[Path, "Incident | None", str], "Incident"]
 
@@ -139,6 +138,7 @@ class WorkbenchApp(App[int]):
         self.triage_status = "idle"  # idle | running | failed
         self.triage_progress = ""
         self._triage_for: tuple[str, str] | None = None
+        self._resume_started = False
 
     # -- state shown everywhere -------------------------------------------------------------
 
@@ -166,7 +166,16 @@ class WorkbenchApp(App[int]):
         if self.user_keymap:
             self.set_keymap(self.user_keymap)
         self.mode_change_signal.subscribe(self, self._mode_changed)
-        self.resume_incident()
+
+    def on_runs_screen_runs_loaded(self, _message: object) -> None:
+        self.resume_once()
+
+    def resume_once(self) -> None:
+        """Read the incident once the runs list is in (or failed): reading the record loads
+        pyarrow, which would compete with painting the first screen for the GIL."""
+        if not self._resume_started:
+            self._resume_started = True
+            self.resume_incident()
 
     @work(thread=True, exit_on_error=False, group="incident", description="Open the incident")
     def resume_incident(self) -> None:
@@ -565,6 +574,8 @@ class WorkbenchApp(App[int]):
             self.switch_mode(mode)
 
     def action_help(self) -> None:
+        from workbench.tui.help_screen import HelpScreen  # its table is not needed at start
+
         self.push_screen(HelpScreen(self.binding_catalogue()))
 
     def confirm(self, question: str, then: Callable[[], object], yes: str = "Yes") -> None:
@@ -613,11 +624,14 @@ class WorkbenchApp(App[int]):
 
     def binding_catalogue(self) -> list[BindingInfo]:
         """Every binding with its id and current keys (the keymap applied)."""
+        from workbench.tui.keymap import apply_overrides, catalogue
+
         return apply_overrides(catalogue(binding_scopes()), self.user_keymap)
 
 
 def binding_scopes() -> list[tuple[str, list[BindingType]]]:
     """(scope, bindings) of the app and of every screen, in flow order."""
+    from workbench.tui.help_screen import HelpScreen
     from workbench.tui.incidents_screen import IncidentsScreen
     from workbench.tui.ingest_screen import IngestScreen
     from workbench.tui.path_input import PathInput
@@ -639,6 +653,8 @@ def binding_scopes() -> list[tuple[str, list[BindingType]]]:
 
 
 def known_binding_ids() -> list[str]:
+    from workbench.tui.keymap import catalogue
+
     return [info.id for info in catalogue(binding_scopes())]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -76,13 +77,26 @@ class RunsScreen(StepScreen):
         for key in ("hardware", "compiler", "runtime", "driver", "thermal", "tags"):
             table.add_column(key, key=key)
         super().on_mount()
-        self.load_runs()
+        # After the first paint: the read (and the incident read it starts) must not compete
+        # with drawing the first screen.
+        self.call_after_refresh(self.load_runs)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs", description="Read runs")
-    def load_runs(self) -> None:
-        from workbench.store.runs import list_runs
+    def load_runs(self, fresh: bool = False) -> None:
+        """The runs list: from the app's cache while the store's files are unchanged (no
+        duckdb at start), else read from the store and cached."""
+        from workbench.tui.runs_cache import cached_runs, fingerprint, remember_runs
 
-        self.post_message(self.RunsLoaded(list_runs(self.wb.store)))
+        store, state_dir = self.wb.store, self.wb.state_dir
+        prints = fingerprint(store)
+        runs = None if fresh else cached_runs(state_dir, store, prints)
+        if runs is None:
+            from workbench.store.runs import list_runs
+
+            runs = list_runs(store)
+            with contextlib.suppress(OSError):  # an unwritable state folder costs speed only
+                remember_runs(state_dir, store, prints, runs)
+        self.post_message(self.RunsLoaded(runs))
 
     def on_runs_screen_runs_loaded(self, message: RunsLoaded) -> None:
         self.wb.runs = message.runs
@@ -198,4 +212,8 @@ class RunsScreen(StepScreen):
             self.load_runs()
 
     def action_reload(self) -> None:
-        self.load_runs()
+        self.load_runs(fresh=True)
+
+    def worker_failed(self, worker: object) -> None:
+        # An unreadable store still opens the incident (its record may be fine).
+        self.wb.resume_once()
