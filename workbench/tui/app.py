@@ -6,7 +6,7 @@ import contextlib
 import getpass
 import importlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.reactive import reactive
 
 from workbench.tui.confirm_modal import ConfirmModal
+from workbench.tui.contrast import ContrastFloor
 from workbench.tui.error_modal import ErrorModal, one_line
 from workbench.tui.incident_header import STEPS, IncidentLine
 from workbench.tui.palette import WorkbenchCommands
@@ -30,6 +31,8 @@ STEP_TITLES = {mode: f"{key} {title}" for mode, key, title in STEPS}
 NO_INCIDENT = "No incident yet: on Runs (1), press f on the failing run."
 
 if TYPE_CHECKING:
+    from textual.filter import LineFilter
+
     from workbench.store.runs import RunSummary
     from workbench.triage.incident import Incident, RollbackCriterion
     from workbench.triage.owners import Roster
@@ -139,6 +142,12 @@ class WorkbenchApp(App[int]):
         self.triage_progress = ""
         self._triage_for: tuple[str, str] | None = None
         self._resume_started = False
+        self._contrast = ContrastFloor()
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters (NO_COLOR's monochrome among them), then the contrast floor: every
+        character at WCAG AA contrast, in colour, 256 colours and NO_COLOR alike."""
+        return [*super().get_line_filters(), self._contrast]
 
     # -- state shown everywhere -------------------------------------------------------------
 
