@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ NVTX_DOMAIN_CREATE = 75
 # CUPTI_ActivityMemcpyKind and CUPTI_ActivitySynchronizationType, as the export stores them.
 MEMCPY_KIND = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
                8: "DtoD", 9: "HtoH", 10: "PtoP"}  # fmt: skip
+# Tables with more rows than this are read in two halves at once.
+SPLIT_ROWS = 200_000
 SYNC_KIND = {1: "event", 2: "stream wait event", 3: "stream", 4: "context"}
 
 # A globalTid / globalPid packs the process id in bits 24..47 and the thread id in bits 0..23.
@@ -218,8 +221,7 @@ def read_meta(
     return meta, facts, base_us
 
 
-def fetch_arrow(path: Path, sql: str) -> pa.Table:
-    """One query's result as Arrow through the ADBC SQLite driver (read-only)."""
+def _fetch(path: Path, sql: str) -> pa.Table:
     conn = adbc.connect(f"{path.resolve().as_uri()}?mode=ro")
     try:
         cur = conn.cursor()
@@ -231,6 +233,26 @@ def fetch_arrow(path: Path, sql: str) -> pa.Table:
     finally:
         conn.close()
     return table
+
+
+def fetch_arrow(path: Path, select: str, table: str) -> pa.Table:
+    """`SELECT <select> FROM <table>` as Arrow through the ADBC SQLite driver (read-only).
+
+    A big table is read as two rowid halves on two threads: SQLite steps rows one at a time
+    and the driver releases the GIL, so the halves overlap.
+    """
+    top = _fetch(path, f"SELECT max(rowid) AS top FROM {table}").column("top")[0].as_py()
+    sql = f"SELECT {select} FROM {table}"
+    if not top or top < SPLIT_ROWS:
+        return _fetch(path, sql)
+    mid = int(top) // 2
+    halves = [
+        f"{sql} WHERE rowid <= {mid} ORDER BY rowid",
+        f"{sql} WHERE rowid > {mid} ORDER BY rowid",
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        lo, hi = pool.map(lambda q: _fetch(path, q), halves)
+    return pa.concat_tables([lo, hi.cast(lo.schema)])
 
 
 def _np(table: pa.Table, col: str) -> I64:
@@ -275,7 +297,7 @@ def read_device_table(
         _col(schema, table, "globalPid", _PID.format(col="globalPid")),
         *(_col(schema, table, c) for c in extra),
     ]
-    raw = fetch_arrow(path, f"SELECT {', '.join(sel)} FROM {table}")
+    raw = fetch_arrow(path, ", ".join(sel), table)
     n = raw.num_rows
     if table == KERNEL:
         demangled = _np(raw, "demangledName")
@@ -325,8 +347,9 @@ def read_runtime(path: Path, strings: Strings, runtime_cat: int, driver_cat: int
     """CUDA runtime and driver API calls on their host threads."""
     raw = fetch_arrow(
         path,
-        f'SELECT start, "end", {_PID.format(col="globalTid")} AS pid, '
-        f"{_TID.format(col='globalTid')} AS tid, correlationId, nameId FROM {RUNTIME}",
+        f'start, "end", {_PID.format(col="globalTid")} AS pid, '
+        f"{_TID.format(col='globalTid')} AS tid, correlationId, nameId",
+        RUNTIME,
     )
     n = raw.num_rows
     name = strings.codes(_np(raw, "nameId"), _valid(raw, "nameId"))
