@@ -14,6 +14,8 @@ import pyarrow.compute as pc
 from workbench.errors import WorkbenchError
 from workbench.store import schema
 from workbench.store.compile_log import compile_log_sha, load_compile_log
+from workbench.store.engine_steps import UNIT as ENGINE_STEP
+from workbench.store.engine_steps import workload
 from workbench.store.importers import Decoded, Opened, importer_for
 from workbench.store.importers.nsys_parquet import refuse_nsys_parquet
 from workbench.store.layout import ID_RE, RunTables, check_run_id, commit_run
@@ -212,6 +214,8 @@ def _import_decoded(
     if progress is not None:
         progress(IngestProgress(subject, "attribute", n_bytes, n_bytes, cols.n))
     meta = dict(decoded.meta)
+    if att.request_unit == ENGINE_STEP:
+        meta.setdefault("workload", workload(att.requests.column("shape_key").to_pylist()))
     if att.compilations and "compiler" not in meta:
         meta["compiler"] = TORCH_COMPILE
     t0 = float(cols.ts.min())
@@ -251,6 +255,9 @@ def _import_decoded(
         request_unit=att.request_unit,
         compilations=att.compilations,
         compiles_logged=compiles.num_rows,
+        graph_launches=att.graph.launches,
+        graph_kernels=att.graph.kernels,
+        graph_unlinked=att.graph.unlinked,
         warnings=warnings,
         bytes_read=n_bytes,
         seconds=time.perf_counter() - started,
