@@ -77,10 +77,10 @@ def _compiles(
     shift_us: float,
     progress: ProgressFn | None,
     cancel: threading.Event | None,
-) -> tuple[pa.Table, frozenset[str]]:
-    """The compiles table on the run's clock and the torch versions the log states."""
+) -> tuple[pa.Table, frozenset[str], tuple[str, ...]]:
+    """The compiles table on the run's clock, the torch versions the log states, warnings."""
     if compile_log is None:
-        return schema.COMPILES_FILE.empty_table(), frozenset()
+        return schema.COMPILES_FILE.empty_table(), frozenset(), ()
     log = load_compile_log(compile_log, rank=rank, progress=progress, cancel=cancel)
     table = log.table
     if "run_id" in table.column_names:
@@ -91,7 +91,7 @@ def _compiles(
         table = table.set_column(
             idx, "start_us", pc.subtract(table.column("start_us").cast(pa.float64()), shift_us)
         )
-    return table, log.pytorch_versions
+    return table, log.pytorch_versions, log.warnings
 
 
 def _compiler_from_log(
@@ -220,7 +220,10 @@ def _import_decoded(
         meta["compiler"] = TORCH_COMPILE
     t0 = float(cols.ts.min())
     shift = t0 + decoded.base_us
-    compiles, versions = _compiles(compile_log, meta.get("rank"), shift, progress, cancel)
+    compiles, versions, log_warnings = _compiles(
+        compile_log, meta.get("rank"), shift, progress, cancel
+    )
+    warnings += log_warnings
     _compiler_from_log(meta, tags, versions, warnings)
     run = run_row(
         rid,
