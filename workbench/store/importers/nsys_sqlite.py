@@ -20,8 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from workbench.errors import WorkbenchError
-from workbench.store.chrome_trace import Flows, TraceColumns, thread_key
+from workbench.store.chrome_trace import TraceColumns
 from workbench.store.importers import Decoded, Opened
+from workbench.store.importers.columns import span_columns
 from workbench.store.importers.nsys_tables import (
     KERNEL,
     MEMCPY,
@@ -161,43 +162,22 @@ def _assemble(parts: list[Rows], names: list[str | None]) -> tuple[TraceColumns,
     nbytes = pa.concat_arrays([p.nbytes for p in parts])
     text = pa.concat_arrays([p.text for p in parts])
     mask = pa.array(keep)
-    n = int(keep.sum())
-    ts = start[keep].astype(np.float64) / 1000.0
-    dur = (end[keep] - start[keep]).astype(np.float64) / 1000.0
-    pid, tid = pid[keep], tid[keep]
-    cols = TraceColumns(
+    cols, args = span_columns(
         category_codes=cat[keep],
         categories=list(CATEGORIES),
         name_codes=name[keep],
         names=names,
-        phase=np.full(n, ord("X"), dtype=np.uint8),
-        ts=ts,
-        dur=dur,
-        pid=pid,
-        pid_valid=np.ones(n, dtype=np.bool_),
-        tid=tid,
-        tid_valid=np.ones(n, dtype=np.bool_),
-        thread=thread_key(pid, tid),
-        flows=Flows(
-            np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0)
-        ),
-        process_names={},
-        thread_names={},
-        read_by_phase={"X": len(keep)},
-        kept_by_phase={"X": n},
-        skipped_by_phase={"X (nested runtime rows)": dropped} if dropped else {},
-    )
-    args = ArgColumns(
+        ts_us=start[keep].astype(np.float64) / 1000.0,
+        dur_us=(end[keep] - start[keep]).astype(np.float64) / 1000.0,
+        pid=pid[keep],
+        tid=tid[keep],
         correlation=corr[keep],
         correlation_valid=corr_ok[keep],
-        external_id=np.zeros(n, np.int64),
-        external_id_valid=np.zeros(n, np.bool_),
         stream=stream.filter(mask),
         device=device.filter(mask),
-        shape=pa.nulls(n, pa.string()),
         nbytes=nbytes.filter(mask),
-        flops=pa.nulls(n, pa.float64()),
         text=text.filter(mask),
+        skipped={"X (nested runtime rows)": dropped} if dropped else None,
     )
     return cols, args, dropped
 
