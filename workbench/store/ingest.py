@@ -18,7 +18,7 @@ from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import workload
 from workbench.store.importers import Decoded, Opened, importer_for
 from workbench.store.importers.nsys_parquet import refuse_nsys_parquet
-from workbench.store.layout import ID_RE, RunTables, check_run_id, commit_run
+from workbench.store.layout import ID_RE, RunExists, RunTables, check_run_id, commit_run
 from workbench.store.parquet_import import ingest_parquet
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
@@ -238,7 +238,13 @@ def _import_decoded(
     check_cancel(cancel, subject)
     if progress is not None:
         progress(IngestProgress(subject, "write", n_bytes, n_bytes, cols.n))
-    commit_run(store, RunTables(run, att.events, att.requests, compiles), source=subject)
+    try:
+        commit_run(store, RunTables(run, att.events, att.requests, compiles), source=subject)
+    except RunExists:
+        # An identical import committed meanwhile (two at once): this one changes nothing.
+        if existing_matches(store, rid, opened.sha, fp, subject):
+            return ImportReport(subject, [rid], "unchanged", bytes_read=n_bytes)
+        raise
     warnings += cols.warnings
     if att.request_unit == "run":
         warnings.append("no request annotations or profiler steps: the whole run is one request")
