@@ -91,14 +91,14 @@ def observed_queue(req: RequestArrays) -> QueueState:
     end = arrival + latency
     begin = end - service
     order = np.lexsort((end, begin))
-    # Requests whose service begins together (within a tenth of its length of the one before)
-    # are one job: a batch served side by side. Others are jobs of their own, which may overlap
+    # Requests whose service begins at the same instant (up to rounding) are one job: a batch
+    # served side by side. Others are jobs of their own, which may overlap
     # earlier ones: a pipelined start (a batch begins while the last one's results are copied
     # out), or slots served at once (continuous batching; see `slots`).
     new = np.ones(n, dtype=bool)
     if n:
         b = begin[order]
-        new[1:] = b[1:] - b[:-1] > 0.1 * service[order][1:]
+        new[1:] = b[1:] - b[:-1] > 1e-9 * np.abs(b[1:]) + 1e-6
     job_sorted = np.cumsum(new) - 1
     job = np.empty(n, dtype=np.int64)
     job[order] = job_sorted
