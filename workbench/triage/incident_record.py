@@ -157,6 +157,9 @@ class RollbackCriterion(msgspec.Struct, kw_only=True, frozen=True, forbid_unknow
     unit: str
     window_requests: int
     source: str  # "guardrail" or "manual"
+    # Half-width of the metric's 95% interval over one watch window of the baseline: a trigger
+    # closer to the baseline than this would fire on noise. None when not measured (manual).
+    noise: float | None = None
 
 
 class TimelineEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
