@@ -15,7 +15,7 @@ re-run gives back the observed latencies: `reproduction` states by how much it d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -200,3 +200,25 @@ def reproduction(
         err[name] = abs(float(r[k]) - float(o[k])) / float(o[k]) if o[k] > 0 else float("nan")
     good = all(np.isfinite(v) and v <= tolerance for v in err.values())
     return Reproduction(obs_d, re_d, err, tolerance, bool(good))
+
+
+def stretched(qu: QueueState, factor: float) -> QueueState:
+    """The same queue with its arrivals (and job anchors) spread `factor` times further apart
+    in time around the first arrival: the load the run would see at 1/factor its arrival rate,
+    holds and service unchanged."""
+    if qu.arrival.size == 0:
+        return qu
+    t0 = float(qu.arrival.min())
+    return replace(
+        qu,
+        arrival=t0 + (qu.arrival - t0) * factor,
+        anchor=t0 + (qu.anchor - t0) * factor,
+    )
+
+
+def arrival_rate(arrival: F64) -> float:
+    """Requests per us over the span of the arrivals."""
+    a = np.asarray(arrival, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    span = float(a.max() - a.min()) if a.size > 1 else 0.0
+    return (a.size - 1) / span if span > 0 else float("nan")

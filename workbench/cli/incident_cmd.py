@@ -181,13 +181,9 @@ def describe(inc: Incident) -> str:
 def run(args: argparse.Namespace) -> int:
     import msgspec
 
-    from workbench.errors import WorkbenchError
     from workbench.terminal_text import for_terminal
-    from workbench.triage import workflow
-    from workbench.triage.guardrails import check_criterion
-    from workbench.triage.incident import RollbackCriterion, load_incident, scan_incidents
+    from workbench.triage.incident import load_incident, scan_incidents
     from workbench.triage.incident_record import encode_record
-    from workbench.triage.numbers import parse_finite
 
     store, actor = store_of(args), actor_of(args)
     cmd = args.incident_command
@@ -226,7 +222,17 @@ def run(args: argparse.Namespace) -> int:
             return 0
         for change in changes:
             print(for_terminal(f"{inc.id}: {change}"))
-    elif cmd == "new":
+        print(describe(inc))
+        return 0
+    # The commands above only read; the ones below change the record through the workflow,
+    # whose imports (duckdb, numpy) cost a second that `show` and `list` need not pay.
+    from workbench.errors import WorkbenchError
+    from workbench.triage import workflow
+    from workbench.triage.guardrails import MAX_WINDOW_REQUESTS, check_criterion
+    from workbench.triage.incident import RollbackCriterion
+    from workbench.triage.numbers import parse_finite, whole
+
+    if cmd == "new":
         inc = workflow.declare(
             store,
             args.title,
@@ -270,13 +276,14 @@ def run(args: argparse.Namespace) -> int:
         criteria = [] if args.clear else list(current.rollback_criteria)
         if args.add:
             metric, op, threshold, unit = args.add
+            whole(args.window, "--window", 1, MAX_WINDOW_REQUESTS)
             criteria.append(
                 check_criterion(
                     RollbackCriterion(
                         metric=metric,
                         label=metric,
                         op=op,
-                        threshold=parse_finite(threshold, "--add THRESHOLD"),
+                        threshold=parse_finite(threshold, "--add threshold"),
                         unit=unit,
                         window_requests=args.window,
                         source="manual",
