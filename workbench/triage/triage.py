@@ -28,7 +28,7 @@ from accel.localize import (
 )
 from accel.ops import RunArrays
 from accel.primary_metric import primary_metric
-from accel.profiles import PROFILES, HardwareProfile, get_profile
+from accel.profiles import HardwareProfile, get_profile, match_profile
 from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.store.arrays import (
@@ -207,10 +207,9 @@ def profile_for(hardware_tag: str | None, requested: str | None) -> tuple[Hardwa
             return get_profile(requested), ""
         except ValueError as exc:
             raise WorkbenchError(repr(requested), str(exc)) from exc
-    tag = (hardware_tag or "").lower()
-    for name in sorted(PROFILES, key=len, reverse=True):
-        if name in tag:
-            return get_profile(name), ""
+    name = match_profile(hardware_tag)
+    if name is not None:
+        return get_profile(name), ""
     return get_profile(DEFAULT_PROFILE), (
         f"no hardware profile matches run hardware {hardware_tag or 'unknown'}: replayed on "
         f"{DEFAULT_PROFILE} (pass --hardware)"
