@@ -12,6 +12,7 @@ from test_tui_support import (
     SAMPLE_STORE,
     TRACES,
     base_screen,
+    build_validating_incident,
     copy_store,
     frozen_time,
     make_app,
@@ -27,30 +28,12 @@ INCIDENT_ID = "INC-20260115-01"
 @pytest.fixture(scope="module")
 def incident_store() -> Iterator[Path]:
     """The sample incident taken to 'validating' through the headless layers, clock frozen."""
-    from workbench.triage import workflow
-    from workbench.triage.incident import create_incident, load_incident
-    from workbench.triage.owners import load_roster, propose_owners
-    from workbench.triage.triage import triage
-    from workbench.triage.validation import validate_incident
-
     shutil.rmtree(SNAP_ROOT, ignore_errors=True)
     store = copy_store(SAMPLE_STORE, SNAP_ROOT / "store")
     folder = SNAP_ROOT / "traces"
     folder.mkdir()
     shutil.copy(TRACES / "mi250_minitoy_train_ROCm6_2_kineto.json.gz", folder)
-    with frozen_time():
-        inc = create_incident(
-            store, "Tail latency regression in run failing", "sev2", "tester", INCIDENT_ID
-        )
-        workflow.pair(store, inc.id, "failing", "comparator", "tester", "fixed-metadata")
-        doc = triage(store, "failing", "comparator", fixed="fixed-metadata").to_json()
-        workflow.attach_triage(store, inc.id, doc, "tester")
-        workflow.classify(store, inc.id, "tester")
-        roster = load_roster(store)
-        people = iter(["Ada Compiler", "Rui Runtime", "Obi Observer", "Sam Serving"])
-        for p in propose_owners(load_incident(store, inc.id), roster):
-            workflow.assign(store, inc.id, p.role, next(people), "tester", roster)
-        validate_incident(store, inc.id, "candidate-rollback", "tester")
+    build_validating_incident(store, INCIDENT_ID)
     yield store
     shutil.rmtree(SNAP_ROOT, ignore_errors=True)
 
