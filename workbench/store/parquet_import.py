@@ -137,8 +137,9 @@ def ingest_parquet(
 def _already_there(store: Path, t: RunTables, fmt: str, subject: str) -> bool:
     """True when the store holds this very run; error when its id holds another.
 
-    A run copied from another store is the same when its runs row is (imported_at included);
-    a Parquet events table's runs are the same by source hash and import options.
+    A run copied from another store is the same when its runs row is (imported_at included;
+    synthetic runs have no source hash); else the same import is the same source hash and
+    import options.
     """
     if fmt == "store":
         row = read_run_row(store, t.run_id)
@@ -146,9 +147,6 @@ def _already_there(store: Path, t: RunTables, fmt: str, subject: str) -> bool:
             return False
         if row == _conform_row(t.run):
             return True
-        raise WorkbenchError(
-            subject, f"run {t.run_id!r} already exists in {store} with different content"
-        )
     meta = t.run.schema.metadata or {}
     fp_run = meta.get(FINGERPRINT_KEY, b"").decode()
     sha_run = str(t.run.column("source_sha256")[0].as_py())
