@@ -70,6 +70,7 @@ class Bar:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.cli import interrupts
     from workbench.errors import WorkbenchError
     from workbench.store.ingest import ingest, parse_tags
 
@@ -102,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(code, int) or code <= 128:
             raise  # an exit that no signal caused
         print(_interrupted(code, args.store, before, current), file=sys.stderr, flush=True)
+        interrupts.reported()
         return code
     return 0
 

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from workbench.cli import interrupts
 from workbench.errors import WorkbenchError
 
 # name -> module in workbench.cli; each module defines add_parser(subparsers) and run(args) -> int.
@@ -63,9 +64,10 @@ def _open_app(argv: Sequence[str]) -> int:
 
 def _exit_cleanly_on_hangup() -> None:
     """A dropped SSH session (SIGHUP) or a SIGTERM unwinds like Ctrl-C, so that a store or
-    incident write in progress is rolled back instead of cut off."""
+    incident write in progress is rolled back instead of cut off, and exits with one line."""
 
     def _raise(signum: int, _frame: object) -> None:
+        interrupts.note(signum)
         raise SystemExit(128 + signum)
 
     for sig in (signal.SIGHUP, signal.SIGTERM):
