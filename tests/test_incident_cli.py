@@ -49,7 +49,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "cannot validate yet",
         ),
         (
-            ["export", "--incident", "INC-cli", "--format", "md", "-o", "/nonexistent/dir/x.md"],
+            ["export", "--incident", "INC-cli", "--format", "md", "-o", "/dev/null/dir/x.md"],
             "cannot write export",
         ),
     ],

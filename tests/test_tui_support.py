@@ -40,6 +40,8 @@ def make_app(store: Path, **kwargs: Any) -> Any:
     textual.constants.COLOR_SYSTEM = "256"  # type: ignore[misc]
     kwargs.setdefault("clock", lambda: FIXED_NOW)
     kwargs.setdefault("actor", "tester")
+    # The resume place is per user; tests keep theirs beside the store, never in $HOME.
+    kwargs.setdefault("state_dir", store.parent / f"{store.name}-wbstate")
     return WorkbenchApp(store, **kwargs)
 
 

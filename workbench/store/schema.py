@@ -105,6 +105,17 @@ COMPILES_FILE: Final[pa.Schema] = pa.schema(
         ("guard_count", pa.int32()),
         ("graph_op_count", pa.int32()),
         ("cache_hit", pa.bool_()),
+        # Not in DESIGN §4's list; tlparse-depth facts of the compile log (null when it is
+        # silent): "hit" / "miss" / "bypass" per cache, restarts of the analysis and their
+        # reasons (JSON list), graph breaks and their reasons (JSON list of {file, line, reason,
+        # hint, code}), the rank whose log it is.
+        ("fx_graph_cache", pa.string()),
+        ("aot_autograd_cache", pa.string()),
+        ("restarts", pa.int32()),
+        ("restart_reasons", pa.string()),
+        ("graph_breaks", pa.int32()),
+        ("graph_break_reasons", pa.string()),
+        ("rank", pa.int32()),
     ]
 )
 

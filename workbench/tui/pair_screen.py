@@ -11,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from workbench.tui.marked_table import MarkedTable
 from workbench.tui.step_screen import StepScreen
 from workbench.tui.units import ms
 
@@ -24,10 +25,10 @@ class PairScreen(StepScreen):
     AUTO_FOCUS = "#pair-table"
     STEP = "pair"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("a", "accept", "Use as comparator", id="pair.accept"),
-        Binding("p", "pin_fixed", "Pin as reproduction", id="pair.pin_fixed"),
+        Binding("a", "accept", "Use it", id="pair.accept"),
+        Binding("p", "pin_fixed", "Pin repro", id="pair.pin_fixed"),
         Binding("s", "suspect", "Suspect tag", id="pair.suspect"),
-        Binding("r", "rank", "Re-rank", id="pair.rank"),
+        Binding("r", "rank", "Re-rank", id="pair.rank", show=False),
     ]
 
     class Ranked(Message):
@@ -53,7 +54,7 @@ class PairScreen(StepScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="pair-summary")
-        yield DataTable(id="pair-table", cursor_type="row", zebra_stripes=True)
+        yield MarkedTable(id="pair-table", fixed_columns=2)
         yield Static("", id="pair-detail")
 
     def on_mount(self) -> None:
