@@ -1,5 +1,6 @@
-"""Tests that need the real traces skip, naming the folder, on a clone without them; under CI
-(WORKBENCH_REQUIRE_TRACES set by .ci/run) their absence fails the run instead."""
+"""Fixtures shared by test modules, and the real-trace rule: tests that need the real traces
+skip, naming the folder, on a clone without them; under CI (WORKBENCH_REQUIRE_TRACES set by
+.ci/run) their absence fails the run instead."""
 
 from __future__ import annotations
 
@@ -11,10 +12,20 @@ import pytest
 from ingest_helpers import TRACES
 
 REQUIRE = "WORKBENCH_REQUIRE_TRACES"
+# The real traces from other projects (see its README); CI always has the folder.
+SHARED_TRACES = TRACES
 
 
 def missing_reason(traces: Path = TRACES) -> str:
     return f"needs the real traces in {traces} (the shared/traces folder beside the checkout)"
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    """The shared real-trace folder, or a skip naming it when it is absent."""
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(missing_reason())
+    return SHARED_TRACES
 
 
 def needs_traces(exc: BaseException, traces: Path = TRACES) -> bool:
@@ -43,11 +54,3 @@ def pytest_runtest_makereport(
     if report.failed and call.excinfo is not None and needs_traces(call.excinfo.value):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {missing_reason()}")
-
-
-@pytest.fixture(scope="session")
-def shared_traces() -> Path:
-    """The real-trace folder, or a skip naming it (under CI the session refused to start)."""
-    if not TRACES.is_dir():
-        pytest.skip(missing_reason())
-    return TRACES

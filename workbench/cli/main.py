@@ -86,7 +86,9 @@ def _exit_cleanly_on_hangup() -> None:
         interrupts.note(signum)
         raise SystemExit(128 + signum)
 
-    for sig in (signal.SIGHUP, signal.SIGTERM):
+    # Ctrl-C too: as SystemExit it unwinds the same way from anywhere (even argument parsing),
+    # and exits with the same one line.
+    for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _raise)
 
 

@@ -206,20 +206,26 @@ def inflated_limit(compressed: int) -> int:
     return INFLATE_RATIO * compressed + _INFLATE_FLOOR
 
 
+def utf16_encoding(head: bytes) -> str | None:
+    """The UTF-16 codec text starting with `head` is in (told by a byte order mark, or by the
+    zero byte of an ASCII first character), or None."""
+    if head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        return "utf-16"
+    if len(head) >= 2 and head[0] != 0 and head[1] == 0:
+        return "utf-16-le"
+    if len(head) >= 2 and head[0] == 0 and head[1] != 0:
+        return "utf-16-be"
+    return None
+
+
 def as_utf8(data: bytearray, subject: str) -> bytearray:
     """JSON text as UTF-8: a UTF-8 byte order mark dropped, UTF-16 (with a mark, or told by
     its zero bytes) transcoded, as editors on Windows save it."""
     if data[:3] == codecs.BOM_UTF8:
         del data[:3]
         return data
-    head = bytes(data[:2])
-    if head in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
-        encoding = "utf-16"
-    elif len(data) >= 2 and data[0] != 0 and data[1] == 0:
-        encoding = "utf-16-le"
-    elif len(data) >= 2 and data[0] == 0 and data[1] != 0:
-        encoding = "utf-16-be"
-    else:
+    encoding = utf16_encoding(bytes(data[:2]))
+    if encoding is None:
         return data
     try:
         return bytearray(bytes(data).decode(encoding).encode("utf-8"))

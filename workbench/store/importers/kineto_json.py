@@ -7,7 +7,13 @@ import zlib
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.store.chrome_trace import GZIP_MAGIC, ColumnBuilder, read_source, split_events
+from workbench.store.chrome_trace import (
+    GZIP_MAGIC,
+    ColumnBuilder,
+    read_source,
+    split_events,
+    utf16_encoding,
+)
 from workbench.store.importers import Decoded, Opened
 from workbench.store.importers.devices import device_meta
 from workbench.store.kineto import KinetoFile, concat_args, decode_args, run_metadata
@@ -46,6 +52,8 @@ class KinetoJson:
         if head[:2] == GZIP_MAGIC:
             return True
         text = _text_head(head)
+        if utf16_encoding(text) is not None:
+            return True  # read_source transcodes it
         return b"\x00" not in text and _is_utf8(text)
 
     def open(
