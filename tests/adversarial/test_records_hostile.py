@@ -410,8 +410,6 @@ def _target(kind: str, store: Path, tmp_path: Path) -> Path:
     if kind == "via-symlinked-folder":
         (outside / "into-store").symlink_to(store / "incidents")
         return outside / "into-store" / "new.md"
-    if kind == "missing-folder":
-        return outside / "nope" / "x.md"
     raise AssertionError(kind)
 
 
@@ -428,15 +426,12 @@ TARGETS = [
     "symlink-to-record",
     "dangling-symlink",
     "via-symlinked-folder",
-    "missing-folder",
 ]
 
 
-# --force replaces a regular file, so it changes nothing for a missing folder or a dangling link.
+# --force replaces a regular file, so it changes nothing for a dangling link.
 EXPORT_CASES = [(k, False) for k in TARGETS] + [
-    (k, True)
-    for k in TARGETS
-    if k not in ("missing-folder", "dangling-symlink", "store-root-file", "existing-file")
+    (k, True) for k in TARGETS if k not in ("dangling-symlink", "store-root-file", "existing-file")
 ]
 
 
@@ -454,6 +449,15 @@ def test_export_writes_only_a_regular_file_outside_the_store(
     refused(
         [*argv, *(["--force"] if force else [])], tmp_path, str(target), [store, tmp_path / "out"]
     )
+
+
+def test_export_makes_a_missing_folder_outside_the_store(store: Path, tmp_path: Path) -> None:
+    # Issue 14: missing export folders are made (and said), not a dead end.
+    target = tmp_path / "out" / "new" / "deeper" / "x.md"
+    done = workbench(_cmd(store, "export", "--incident", GOOD, "-o", str(target)), tmp_path)
+    assert done.code == 0, str(done)
+    assert target.read_text(encoding="utf-8").startswith("# Incident")
+    assert "created folder" in done.stdout
 
 
 def test_export_to_a_new_file_and_force_over_a_regular_one(store: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from accel.stages import STAGES
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import is_step
 from workbench.store.nesting import top_level
+from workbench.store.request_pattern import matches
 from workbench.store.rules import PairCodes, Rules, pair_mask
 
 I64 = npt.NDArray[np.int64]
@@ -49,7 +50,8 @@ def find_requests(
     else profiler steps, else the run."""
     end = ts + dur
     if pattern is not None:
-        hit = pair_mask(pairs, lambda _c, n: n is not None and pattern.search(n) is not None)
+        per_pair = matches(pattern, pairs.names)  # linear time, whatever the pattern
+        hit = per_pair[pairs.inverse] if per_pair.size else np.zeros(len(ts), dtype=np.bool_)
         idx = top_level(np.flatnonzero(hit & spans), thread, ts, end)
         return _windows("pattern", idx, ts, end, thread)
     if rules.engine_steps:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import re
+import stat
 import threading
 import time
 from pathlib import Path
@@ -17,11 +18,14 @@ from workbench.store.compile_log import compile_log_sha, load_compile_log
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import workload
 from workbench.store.importers import Decoded, Opened, importer_for
+from workbench.store.importers.devices import profile_line
 from workbench.store.importers.nsys_parquet import refuse_nsys_parquet
+from workbench.store.input_path import check_input
 from workbench.store.layout import ID_RE, RunExists, RunTables, check_run_id, commit_run
 from workbench.store.parquet_import import ingest_parquet
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
+from workbench.store.request_pattern import compile_pattern
 from workbench.store.rules import DEFAULT_RULES, Rules, load_rules
 from workbench.store.run_row import existing_matches, fingerprint, run_row
 from workbench.store.trace_import import attribute
@@ -60,15 +64,6 @@ def default_run_id(path: Path) -> str:
         name = "run_" + name
     name = name[:64].rstrip(".")
     return check_run_id(name) if ID_RE.fullmatch(name) else check_run_id("run")
-
-
-def _compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
-    if pattern is None:
-        return None
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise WorkbenchError(f"--request-pattern {pattern!r}", f"bad regex: {exc}") from exc
 
 
 def _compiles(
@@ -141,13 +136,14 @@ def ingest(
     for key in tags:
         if not key:
             raise WorkbenchError(f"tag {key!r}", "empty tag key")
-    pattern = _compile_pattern(request_pattern)
+    pattern = compile_pattern(request_pattern)
     rules = load_rules(rules_path)
     if run_id is not None:
         check_run_id(run_id)
-    if not path.exists():
-        raise WorkbenchError(subject, "no such file or directory")
-    if path.is_dir() or _is_parquet(path):
+    is_dir = stat.S_ISDIR(check_input(path).st_mode)  # before any open: FIFOs block
+    if compile_log is not None:
+        check_input(compile_log)
+    if is_dir or _is_parquet(path):
         refuse_nsys_parquet(path)
         if compile_log is not None:
             raise WorkbenchError("--compile-log", "applies to trace files, not Parquet or stores")
@@ -164,8 +160,6 @@ def ingest(
         )
     importer = importer_for(path)
     rid = run_id or default_run_id(path)
-    if compile_log is not None and not compile_log.exists():
-        raise WorkbenchError(str(compile_log), "compile log does not exist")
     log_sha = compile_log_sha(compile_log) if compile_log is not None else None
     fp = fingerprint(label, tags, request_pattern, rules, log_sha)
 
@@ -232,7 +226,7 @@ def _import_decoded(
         source_file=str(path.resolve()),
         sha=opened.sha,
         meta=meta,
-        tags={**decoded.tags, **tags},
+        tags=tags,
         fp=fp,
     )
     check_cancel(cancel, subject)
@@ -264,6 +258,7 @@ def _import_decoded(
         request_unit=att.request_unit,
         compilations=att.compilations,
         compiles_logged=compiles.num_rows,
+        device=profile_line(run.column("hardware")[0].as_py()),
         graph_launches=att.graph.launches,
         graph_kernels=att.graph.kernels,
         graph_unlinked=att.graph.unlinked,
