@@ -95,6 +95,11 @@ def test_sample_incident_walk(store: Path, tmp_path: Path) -> None:
     refusal = inc.timeline[-1].note  # the refusal is on the record, with its two numbers
     assert refusal.startswith("REFUSED: candidate-synthetic not measured on production-like")
     assert "PSI 11.374 (limit 0.25), unseen shapes 79.6% (limit 5%)" in refusal
+    verdict_line = next(ln for ln in brief_lines(store, "INC-sample") if ln.startswith("Valid"))
+    assert verdict_line == (
+        "Validation: candidate-synthetic REFUSED: not measured on production-like shapes against "
+        "failing: PSI 11.374 (limit 0.25), unseen shapes 79.6% (limit 5%)"
+    )
     assert cli(store, "incident", "close", "INC-sample") == 2
     assert (
         cli(store, "validate", "--incident", "INC-sample", "--candidate", "candidate-rollback") == 0

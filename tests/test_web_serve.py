@@ -42,6 +42,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def footer_key(screen: Any, binding_id: str) -> str:
+    """A binding as the footer shows it ("f Failing"), read from the screen's own bindings."""
+    b = next(b for b in screen.BINDINGS if getattr(b, "id", None) == binding_id)
+    return f"{b.key} {b.description}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -121,6 +127,14 @@ def wait_for_text(page: Any, *needles: str, timeout_s: float = 30.0) -> str:
 def test_browser_session_needs_the_token(served: tuple[str, subprocess.Popen[str]]) -> None:
     from playwright.sync_api import Route, sync_playwright
 
+    from workbench.tui.pair_screen import PairScreen
+    from workbench.tui.runs_screen import RunsScreen
+
+    runs_key, pair_key = (
+        footer_key(RunsScreen, "runs.mark_failing"),
+        footer_key(PairScreen, "pair.accept"),
+    )
+
     url, _ = served
     base = url.split("?", 1)[0]
 
@@ -149,13 +163,13 @@ def test_browser_session_needs_the_token(served: tuple[str, subprocess.Popen[str
             cookie = next(c for c in page.context.cookies() if c["name"] == "workbench_session")
             assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
             # The Runs screen: the sample's runs, and its footer's own keys.
-            runs = wait_for_text(page, "candidate-rollback", "f Mark failing")
-            assert "Use as comparator" not in runs
+            runs = wait_for_text(page, "candidate-rollback", runs_key)
+            assert pair_key not in runs
             page.focus("textarea.xterm-helper-textarea")
             page.keyboard.press("2")
-            # Pair: its table's header and its footer's keys.
-            pair = wait_for_text(page, "candidate run", "a Use as comparator", timeout_s=10)
-            assert "f Mark failing" not in pair
+            # Pair: its footer's keys instead of the Runs screen's.
+            pair = wait_for_text(page, pair_key, timeout_s=20)
+            assert runs_key not in pair
         finally:
             browser.close()
 

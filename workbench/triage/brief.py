@@ -147,7 +147,8 @@ def _verdict(doc: dict[str, Any]) -> list[str]:
     v = doc.get("validation")
     if v is None:
         return ["No candidate validated yet."]
-    out = [f"{v['candidate']} {v['headline']}"]
+    first = v["reasons"][0] if v["reasons"] else ""
+    out = [f"{v['candidate']} {v['verdict']}: {first}"]
     out += [
         f"Earlier: {h['candidate']} {h['verdict']}: {h['reasons'][0] if h['reasons'] else ''}"
         for h in v["history"]

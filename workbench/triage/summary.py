@@ -193,18 +193,6 @@ MECHANISM_EVIDENCE: Final[dict[str, tuple[str, list[tuple[str, str, str, str, st
             )
         ],
     ),
-    "core_imbalance": (
-        "core_fairness",
-        [
-            (
-                "max_over_mean",
-                "busiest core over the mean",
-                "ratio",
-                "n_ops",
-                "ops on the first core",
-            )
-        ],
-    ),
 }
 
 
