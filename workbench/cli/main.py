@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "assign": "assign_cmd",
     "validate": "validate_cmd",
     "export": "export_cmd",
+    "serve": "serve_cmd",
 }
 
 
