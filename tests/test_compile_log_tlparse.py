@@ -16,9 +16,8 @@ import pytest
 from workbench.store.compile_log import load_compile_log
 
 GRAPH_BREAK_LOG = (
-    Path(__file__).resolve().parent
-    / "fixtures" / "graph_break" / "serving_graph_break_failing.torch_trace"
-)  # fmt: skip
+    Path(__file__).resolve().parent / "fixtures" / "torch" / "graph_break_failing.torch_trace"
+)
 
 
 def _rows(path: Path) -> list[dict[str, object]]:

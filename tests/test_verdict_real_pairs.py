@@ -105,11 +105,6 @@ def test_graph_break_pair_is_a_regression(store: Path, capsys: Any) -> None:
     assert doc["verdict"]["p99_gap_us"]["lo"] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the compile log's break reasons reach the compiles table (graph_breaks), but the "
-    "verdict does not weigh them yet: it says lowering / recompile",
-)
 def test_graph_break_pair_is_localized_to_lowering_by_graph_break(store: Path, capsys: Any) -> None:
     """The compiler split the graph (origin lowering); the compile log's break reasons prove it."""
     doc = triage(store, "graph_break_failing", "graph_break_comparator", capsys)

@@ -371,7 +371,10 @@ def _localize_triggered(
         )
     elif decided_by == "direct":
         mech = direct_mechanism(cands[decision.candidate].label, origin)
-        mechanism_of(origin, failing, comparator, parts, scores)  # scores only
+        # A graph break is read off the requests themselves (split into compiled regions),
+        # whichever evidence decided the stage; otherwise the rule only adds its scores.
+        if mechanism_of(origin, failing, comparator, parts, scores) == "graph_break":
+            mech = "graph_break"
     else:
         mech = mechanism_of(origin, failing, comparator, parts, scores)
     secondary = secondary_of(fq, cq, mech, gaps)
