@@ -410,8 +410,6 @@ def _target(kind: str, store: Path, tmp_path: Path) -> Path:
     if kind == "via-symlinked-folder":
         (outside / "into-store").symlink_to(store / "incidents")
         return outside / "into-store" / "new.md"
-    if kind == "missing-folder":
-        return outside / "nope" / "x.md"
     raise AssertionError(kind)
 
 
@@ -428,15 +426,12 @@ TARGETS = [
     "symlink-to-record",
     "dangling-symlink",
     "via-symlinked-folder",
-    "missing-folder",
 ]
 
 
-# --force replaces a regular file, so it changes nothing for a missing folder or a dangling link.
+# --force replaces a regular file: it changes nothing for a dangling link or a file in the store.
 EXPORT_CASES = [(k, False) for k in TARGETS] + [
-    (k, True)
-    for k in TARGETS
-    if k not in ("missing-folder", "dangling-symlink", "store-root-file", "existing-file")
+    (k, True) for k in TARGETS if k not in ("dangling-symlink", "store-root-file", "existing-file")
 ]
 
 
@@ -611,7 +606,7 @@ def test_a_closed_stdout_exits_quietly(store: Path, tmp_path: Path, argv: list[s
     [
         (["incident", "rollback", GOOD, "--add", "e2e_p99", ">"], "--add"),
         (["incident", "frobnicate"], "frobnicate"),
-        (["export", "--incident", GOOD], "-o"),
+        (["export", "--incident", GOOD, "--format", "pdf"], "--format"),
         (["assign", "--incident", GOOD, "--bogus"], "--bogus"),
     ],
     ids=lambda x: str(x),
