@@ -181,6 +181,7 @@ def main() -> int:
     ap.add_argument(
         "--events-requests", type=int, default=400, help="per accel.synth run in the events layout"
     )
+    ap.add_argument("--aa-factor", type=int, default=3, help="A/A pairs per cell: trials x this")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument(
@@ -189,13 +190,17 @@ def main() -> int:
     args = ap.parse_args()
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
 
+    def n_trials(fault: str) -> int:
+        # A/A pairs are the false-alarm rate's only data: give them more draws.
+        return args.trials * (args.aa_factor if fault == "none" else 1)
+
     t0 = time.perf_counter()
     synth_jobs = [
         (
             p,
             f,
             "store",
-            args.trials,
+            n_trials(f),
             args.requests,
             args.seed + 1000 * i + 100_000 * j,
             args.severity,
@@ -209,7 +214,7 @@ def main() -> int:
             profiles[i % len(profiles)],
             f,
             "events",
-            args.trials,
+            n_trials(f),
             args.events_requests,
             args.seed + 300_000 + 1000 * i,
             args.severity,
@@ -223,7 +228,7 @@ def main() -> int:
             f,
             b,
             how,
-            args.trials,
+            n_trials(f),
             args.profsim_requests,
             args.seed + 500_000 + 1000 * i + 100_000 * k,
         )
@@ -241,7 +246,8 @@ def main() -> int:
 
     full = [r for r in rows if r["method"] == "full"]
     print(
-        f"localization bench: {args.trials} trials per fault class and cell; accel.synth "
+        f"localization bench: {args.trials} trials per fault class and cell (A/A x{args.aa_factor}); "
+        "accel.synth "
         f"{len(FAULTS)} classes x {len(profiles)} profiles, {args.requests} requests per run; "
         f"accel.profsim {len(profsim.FAULTS)} classes x {len(profsim.BATCHING)} batchings x 2 "
         f"layouts, {args.profsim_requests} requests per run; {len(full)} pairs, {wall:.0f} s "
@@ -250,6 +256,7 @@ def main() -> int:
     stages = [*STAGES, "none"]
     figures: dict[str, object] = {
         "trials_per_cell": args.trials,
+        "aa_trials_per_cell": args.trials * args.aa_factor,
         "profiles": profiles,
         "requests_per_run": {"synth": args.requests, "profsim": args.profsim_requests},
         "severity": args.severity,

@@ -107,8 +107,8 @@ def test_graph_break_pair_is_a_regression(store: Path, capsys: Any) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="no graph_break mechanism yet (issue 13 adds the compile log's break reasons as "
-    "evidence); today the verdict says lowering / recompile",
+    reason="the compile log's break reasons reach the compiles table (graph_breaks), but the "
+    "verdict does not weigh them yet: it says lowering / recompile",
 )
 def test_graph_break_pair_is_localized_to_lowering_by_graph_break(store: Path, capsys: Any) -> None:
     """The compiler split the graph (origin lowering); the compile log's break reasons prove it."""

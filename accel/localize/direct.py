@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,6 +37,8 @@ class KindTimes:
 
     stage: dict[str, str]  # kind -> stage it belongs to
     us: dict[str, F64]  # kind -> (n_requests,) time
+    # (n_requests, 5): modelled op time per stage, what waits like a barrier's grow with
+    modelled_us: F64 = field(default_factory=lambda: np.zeros((0, len(STAGES))))
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,13 @@ def kind_times(ops: OpArrays, code: I64, vocab: list[str], n_req: int) -> KindTi
             us[kind] = np.asarray(table[j], dtype=np.float64)
     stage[IMBALANCE] = STAGES[SCHED]
     us[IMBALANCE] = imbalance_us(ops, code, n_req)
-    return KindTimes(stage, us)
+    mod = np.flatnonzero(~unmodelled(ops) & (ops.stage >= 0))
+    modelled = np.bincount(
+        ops.req[mod] * len(STAGES) + ops.stage[mod],
+        np.nan_to_num(ops.observed_us[mod]),
+        n_req * len(STAGES),
+    ).reshape(n_req, len(STAGES))
+    return KindTimes(stage, us, np.asarray(modelled, dtype=np.float64))
 
 
 def _rank_matched_saving(x_f: F64, x_c: F64) -> F64:
@@ -158,9 +166,24 @@ def _rank_matched_saving(x_f: F64, x_c: F64) -> F64:
     return np.asarray(np.maximum(x_f - matched, 0.0), dtype=np.float64)
 
 
+def _conditioned(xf: F64, xc: F64, mf: F64, mc: F64) -> tuple[F64, F64]:
+    """The kind's time less what the modelled work of its stage explains, fitted on the
+    comparator (x = a + b m, b >= 0): a barrier waits for the kernels before it, so slower
+    kernels alone lengthen it; a stall does not follow them."""
+    if mf.size != xf.size or mc.size != xc.size or np.ptp(mc) <= 0 or not xc.any():
+        return xf, xc
+    b, a = np.polyfit(mc, xc, 1)
+    b = max(float(b), 0.0)
+    a = float(np.mean(xc) - b * np.mean(mc))
+    return np.asarray(xf - (a + b * mf), dtype=np.float64), np.asarray(
+        xc - (a + b * mc), dtype=np.float64
+    )
+
+
 def compare(f: KindTimes, c: KindTimes, lf: F64, lc: F64, p95_gap: float) -> list[Direct]:
     """Every kind present in either run, compared (kinds only one run has count as zero time
-    in the other)."""
+    in the other); the tests and the counterfactual read the kind's time net of what its
+    stage's modelled work explains (_conditioned)."""
     tail_f = lf >= float(quantile(lf, 0.95))
     tail_c = lc >= float(quantile(lc, 0.95))
     out = []
@@ -170,6 +193,14 @@ def compare(f: KindTimes, c: KindTimes, lf: F64, lc: F64, p95_gap: float) -> lis
         if not (xf.any() or xc.any()):
             continue
         tf, tc = float(xf[tail_f].mean()), float(xc[tail_c].mean())
+        col = (
+            STAGE_CODE["execution"]
+            if kind == IMBALANCE
+            else STAGE_CODE[f.stage.get(kind) or c.stage[kind]]
+        )
+        mf = f.modelled_us[:, col] if f.modelled_us.shape[0] == xf.size else np.zeros(0)
+        mc = c.modelled_us[:, col] if c.modelled_us.shape[0] == xc.size else np.zeros(0)
+        xf, xc = _conditioned(xf, xc, mf, mc)
         _, p = mann_whitney_u(xf, xc)
         # The shift of the medians: Hodges-Lehmann's all-pairs median costs too much per kind
         # on big runs, and only its sign and size are read.

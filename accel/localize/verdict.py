@@ -23,6 +23,7 @@ from typing import Final
 import numpy as np
 
 from accel.localize.confidence import Candidate, decide, origin_agreement
+from accel.localize.decisions import novel_kernels, novel_mechanism
 from accel.localize.direct import (
     IMBALANCE,
     Direct,
@@ -64,6 +65,8 @@ RESIDUAL_ALPHA: Final[float] = 0.01 / len(STAGES)  # Bonferroni over the five st
 FALLBACK_CAP: Final[float] = 0.5  # confidence ceiling when the re-run missed the tail
 N_BOOT: Final[int] = 400
 INGRESS = STAGE_CODE["ingress"]
+EXEC = STAGE_CODE["execution"]
+NOVEL: Final[str] = "lowering:novel_kernels"
 
 
 def _order(run: RunArrays) -> F64:
@@ -307,6 +310,15 @@ def _localize_triggered(
             ok = r["p_value"] < RESIDUAL_ALPHA and r["hl_us"] > 0
             cands.append(Candidate(s, "residual", s, base_lat, res_cf[s], ok, RESIDUAL_SHARE))
     directs = compare(rep_f.kinds, rep_c.kinds, lf, lc, gaps["p95"])
+    novel = novel_kernels(rep_f.kernels, rep_c.kernels, fr.size)
+    novel_at = -1
+    if novel is not None:
+        cf = f_stage.copy()
+        cf[:, EXEC] = np.maximum(cf[:, EXEC] - novel.saved_us, 0.0)
+        b, cf_lat = (base_lat, requeue(fq, cf)) if reproduced else (lf, lf - novel.saved_us)
+        novel_at = len(cands)
+        ok = bool(novel.saved_us.any())
+        cands.append(Candidate("lowering", "direct", NOVEL, b, cf_lat, ok, DIRECT_SHARE))
     load = load_candidate(fr, cr, fq, f_stage, base_lat, reproduced, RESIDUAL_ALPHA, DIRECT_SHARE)
     if load is not None:
         cands.append(load)
@@ -341,7 +353,23 @@ def _localize_triggered(
     )[:8]
 
     scores.update({f"lowering.{k}": v for k, v in parts.items()})
-    if decided_by == "direct":
+    if decided_by == "direct" and decision.candidate == novel_at and novel is not None:
+        mech = novel_mechanism(novel)
+        mechanism_of(origin, failing, comparator, parts, scores)  # scores only
+        claims.append(
+            Claim(
+                f"the failing run ran kernels the comparator never did: "
+                f"{', '.join(novel.kernels[:4])}; at the comparator's efficiency they would "
+                f"take {float(novel.saved_us.sum()) / max(float(novel.observed_us.sum()), 1e-9):.0%}"
+                " less",
+                {
+                    "novel_us": float(novel.observed_us.sum()),
+                    "saved_us": float(novel.saved_us.sum()),
+                },
+                "lowering decisions (decisions.py)",
+            )
+        )
+    elif decided_by == "direct":
         mech = direct_mechanism(cands[decision.candidate].label, origin)
         mechanism_of(origin, failing, comparator, parts, scores)  # scores only
     else:

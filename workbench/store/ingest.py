@@ -17,6 +17,7 @@ from workbench.store.compile_log import compile_log_sha, load_compile_log
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import workload
 from workbench.store.importers import Decoded, Opened, importer_for
+from workbench.store.importers.devices import profile_line
 from workbench.store.importers.nsys_parquet import refuse_nsys_parquet
 from workbench.store.layout import ID_RE, RunExists, RunTables, check_run_id, commit_run
 from workbench.store.parquet_import import ingest_parquet
@@ -232,7 +233,7 @@ def _import_decoded(
         source_file=str(path.resolve()),
         sha=opened.sha,
         meta=meta,
-        tags={**decoded.tags, **tags},
+        tags=tags,
         fp=fp,
     )
     check_cancel(cancel, subject)
@@ -264,6 +265,7 @@ def _import_decoded(
         request_unit=att.request_unit,
         compilations=att.compilations,
         compiles_logged=compiles.num_rows,
+        device=profile_line(run.column("hardware")[0].as_py()),
         graph_launches=att.graph.launches,
         graph_kernels=att.graph.kernels,
         graph_unlinked=att.graph.unlinked,

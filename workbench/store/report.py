@@ -25,6 +25,7 @@ class ImportReport:
     request_unit: str = ""
     compilations: int = 0
     compiles_logged: int = 0
+    device: str | None = None  # the hardware and the profile picked for it
     graph_launches: int = 0  # CUDA/HIP graph replays launched
     graph_kernels: int = 0  # kernels the trace links to those launches
     graph_unlinked: int = 0  # launches with no linked kernel: counted as replays only
@@ -55,6 +56,8 @@ class ImportReport:
                 + _counts(self.skipped_by_phase)
                 + " (M = names, s/t/f = flows: used, not stored)"
             )
+        if self.device:
+            out.append(f"  device: {self.device}")
         out.append(
             f"  requests: {self.requests} (unit: {self.request_unit}); "
             f"background events: {self.background_events}"

@@ -31,6 +31,12 @@ RUNS: Final[pa.Schema] = pa.schema(
         ("thermal_state", pa.string()),
         ("tags", _TAGS),
         ("schema_version", pa.int32()),
+        # Not in DESIGN §4's list: the device as the trace describes it (null when it does not):
+        # SMs (NVIDIA) or CUs (AMD), memory size, memory bandwidth; several devices of one run
+        # are of one kind in practice, else the first device's figures.
+        ("device_sm_count", pa.int32()),
+        ("device_memory_gb", pa.float64()),
+        ("device_memory_bandwidth_gbs", pa.float64()),
     ]
 )
 

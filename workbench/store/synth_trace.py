@@ -48,8 +48,18 @@ def chrome_trace(run: SynthRun, hardware: str) -> dict[str, Any]:
     admitted = arrival.copy()
 
     def host(i: int, cat: str, name: str, ts: float, dur: float, args: dict[str, Any]) -> None:
-        out.append({"ph": "X", "cat": cat, "name": name, "pid": HOST_PID, "tid": 10_000 + i,
-                    "ts": ts, "dur": dur, "args": args})  # fmt: skip
+        out.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": HOST_PID,
+                "tid": 10_000 + i,
+                "ts": ts,
+                "dur": dur,
+                "args": args,
+            }
+        )
 
     ts_all = np.asarray(ev["ts_us"], dtype=np.float64)
     dur_all = np.asarray(ev["dur_us"], dtype=np.float64)
@@ -79,20 +89,42 @@ def chrome_trace(run: SynthRun, hardware: str) -> dict[str, Any]:
             corr += 1
             launch = "cudaLaunchKernel" if cat == "kernel" else "cudaMemcpyAsync"
             # Copies block the host for their duration; kernel launches return at once.
-            host(i, "cuda_runtime", launch, ts, dur if cat == "gpu_memcpy" else 0.0,
-                 {"correlation": corr})  # fmt: skip
+            host(
+                i,
+                "cuda_runtime",
+                launch,
+                ts,
+                dur if cat == "gpu_memcpy" else 0.0,
+                {"correlation": corr},
+            )
             core = int(core_all[k])
             stream = 7 + max(core, 0)
             args.update(correlation=corr, stream=stream, device=0)
-            out.append({"ph": "X", "cat": cat, "name": _COPIES.get(name, name), "pid": DEVICE_PID,
-                        "tid": stream, "ts": ts, "dur": dur, "args": args})  # fmt: skip
+            out.append(
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": _COPIES.get(name, name),
+                    "pid": DEVICE_PID,
+                    "tid": stream,
+                    "ts": ts,
+                    "dur": dur,
+                    "args": args,
+                }
+            )
         else:
             raise ValueError(f"accel.synth event {name!r} ({cat}) has no trace form")
     for i in range(len(ids)):
         host(i, "user_annotation", f"request#{i}", float(arrival[i]), float(latency[i]), {})
         if start[i] > admitted[i]:
-            host(i, "user_annotation", "queue_wait", float(admitted[i]),
-                 float(start[i] - admitted[i]), {})  # fmt: skip
+            host(
+                i,
+                "user_annotation",
+                "queue_wait",
+                float(admitted[i]),
+                float(start[i] - admitted[i]),
+                {},
+            )
     return {
         "schemaVersion": 1,
         "deviceProperties": [{"id": 0, "name": hardware}],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -96,7 +97,7 @@ class IngestScreen(ModalScreen[str | None]):
 
     @on(DirectoryTree.DirectorySelected)
     def _folder_picked(self, event: DirectoryTree.DirectorySelected) -> None:
-        self.query_one("#ingest-path", Input).value = str(event.path) + "/"
+        self.query_one("#ingest-path", Input).value = os.path.join(event.path, "")
 
     @on(PathInput.Completed)
     def _completed(self, event: PathInput.Completed) -> None:
@@ -153,7 +154,7 @@ class IngestScreen(ModalScreen[str | None]):
             return
         parent = Path(tree.path).resolve().parent
         tree.path = parent
-        self.query_one("#ingest-path", Input).value = str(parent) + "/"
+        self.query_one("#ingest-path", Input).value = os.path.join(parent, "")
 
     def action_focus_tree(self) -> None:
         self.query_one("#ingest-tree", DirectoryTree).focus()

@@ -144,13 +144,27 @@ def drill(store: Path, target: DrillTarget) -> tuple[Picked | None, Picked | Non
         con.close()
 
 
-def _what(p: Picked, target: DrillTarget) -> str:
+def _what(p: Picked) -> str:
+    """A timeline's title: short, so it fits one line at 80 columns."""
+    return f"{p.run_id} {p.request_id}  {p.latency_us / 1000:.3f} ms  {len(p.spans)} events"
+
+
+def headline(f: Picked, c: Picked | None, target: DrillTarget) -> Text:
+    """Which requests these are and why: the quantile, what it ranks by, n, the shape."""
     by = f"{target.stage} time" if target.stage else "latency"
-    scope = f"shape {p.shape_key}" if p.shape_key else "all shapes"
-    return (
-        f"{p.run_id} {p.request_id}: p{round(target.q * 100)} by {by} of n={p.n_requests} "
-        f"({scope}), latency {p.latency_us / 1000:.3f} ms, {len(p.spans)} events"
+    q = f"p{round(target.q * 100)}"
+    text = Text.assemble(
+        ("Request drill-down: ", "bold"),
+        f"the {q} request by {by} of {f.run_id} (n={f.n_requests}), shape {f.shape_key or '?'}",
     )
+    if c is None:
+        return text
+    text.append(f"; {f.latency_us / c.latency_us:.1f}x the comparator's " if c.latency_us else "; ")
+    if c.note:
+        text.append(f"\n{c.note}", "bold")
+    else:
+        text.append(f"{q} of the same shape (n={c.n_requests})")
+    return text
 
 
 class RequestScreen(Screen[None]):
@@ -206,19 +220,13 @@ class RequestScreen(Screen[None]):
         f, c = message.failing, message.comparator
         # One time scale for both, so equal lengths mean equal time.
         total = max(f.total_us, c.total_us if c else 0.0)
-        self.query_one("#timeline-failing", Timeline).set_spans(
-            f.spans, f"failing {_what(f, self.target)}", total
-        )
+        self.query_one("#timeline-failing", Timeline).set_spans(f.spans, _what(f), total)
         comp = self.query_one("#timeline-comparator", Timeline)
         if c is not None:
-            comp.set_spans(c.spans, f"comparator {_what(c, self.target)}", total)
+            comp.set_spans(c.spans, _what(c), total)
         else:
             comp.set_spans([], "no comparator paired")
-        ratio = f"  {f.latency_us / c.latency_us:.1f}x the comparator's" if c else ""
-        text = Text.assemble(("Request drill-down", "bold"), ratio)
-        if c is not None and c.note:
-            text.append(f"\n{c.note}", "bold")
-        title.update(text)
+        title.update(headline(f, c, self.target))
         self.call_after_refresh(self._drawn)
 
     def _drawn(self) -> None:

@@ -22,7 +22,7 @@ NEXT_STEP: dict[str, str] = {
     "localized": "4 Localize: press c to confirm the mechanism",
     "classified": "5 Owners: an owner for every role involved",
     "assigned": "6 Validate: judge a rollback candidate",
-    "validating": "6 Validate until Pass, then 7 Close",
+    "validating": "6 Validate until PASS, then 7 Close",
     "closed": "7 Close: export the summary",
 }
 

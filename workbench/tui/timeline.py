@@ -185,7 +185,8 @@ class Timeline(Widget, can_focus=True):
         width = max(1, self.size.width - LABEL_WIDTH)
         marker = "▶ " if self.has_focus else "  "
         text = Text(marker, "bold")
-        text.append(self.title, "bold" if self.has_focus else "")
+        # One line: the widget's height counts one title row.
+        text.append(self.title[: max(0, self.size.width - 2)], "bold" if self.has_focus else "")
         if not self.spans:
             text.append("\n  no events recorded for this request")
             return text

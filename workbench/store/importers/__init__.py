@@ -39,9 +39,6 @@ class Decoded:
     source_format: str
     base_us: float = 0.0
     warnings: list[str] = field(default_factory=list)
-    # Facts the file states that have no runs column (SM count, ...): stored as tags, under
-    # the user's --tag values.
-    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pathlib import Path
 from workbench.errors import WorkbenchError
 from workbench.store.chrome_trace import GZIP_MAGIC, ColumnBuilder, read_source, split_events
 from workbench.store.importers import Decoded, Opened
+from workbench.store.importers.devices import device_meta
 from workbench.store.kineto import KinetoFile, concat_args, decode_args, run_metadata
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 
@@ -87,10 +88,13 @@ def _decode(
         header.deviceProperties is not None or header.distributedInfo is not None
     )
     base_ns = header.baseTimeNanoseconds if header is not None else None
+    devices = (header.deviceProperties or []) if header is not None else []
+    meta = run_metadata(header)
+    meta.update(device_meta([d.numSms for d in devices], [d.totalGlobalMem for d in devices]))
     return Decoded(
         cols=cols,
         args=args,
-        meta=run_metadata(header),
+        meta=meta,
         source_format="kineto-json" if is_kineto else "chrome-json",
         base_us=base_ns / 1000.0 if base_ns else 0.0,
         warnings=warnings,

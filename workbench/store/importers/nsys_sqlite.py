@@ -98,7 +98,7 @@ def read_nsys(
         schema = read_schema(conn, subject)
         strings = read_strings(conn)
         devices = read_devices(conn, schema)
-        meta, facts, base_us = read_meta(conn, schema, devices)
+        meta, base_us = read_meta(conn, schema, devices)
         check_cancel(cancel, subject)
         parts: list[Rows] = []
         for table, cat in ((KERNEL, "kernel"), (MEMCPY, "gpu_memcpy"), (MEMSET, "gpu_memset"),
@@ -135,7 +135,6 @@ def read_nsys(
         source_format=NsysSqlite.name,
         base_us=base_us,
         warnings=warnings,
-        tags=facts,
     )
 
 

@@ -21,6 +21,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from workbench.errors import WorkbenchError
+from workbench.store.importers.devices import device_meta
 
 I64 = npt.NDArray[np.int64]
 B1 = npt.NDArray[np.bool_]
@@ -174,29 +175,19 @@ def _driver(v: str) -> str:
 
 def read_meta(
     conn: sqlite3.Connection, schema: Schema, devices: list[Device]
-) -> tuple[dict[str, Any], dict[str, str], float]:
-    """(runs-row fields, facts without a runs column, session start in epoch microseconds)."""
+) -> tuple[dict[str, Any], float]:
+    """(runs-row fields, session start in epoch microseconds)."""
     meta: dict[str, Any] = {}
-    facts: dict[str, str] = {}
     if devices:
         meta["hardware"] = " + ".join(sorted({d.name for d in devices}))
         meta["device_count"] = len(devices)
-
-        def joined(values: list[Any]) -> str | None:
-            vals = [v for v in values if v is not None]
-            return " + ".join(sorted(set(vals))) if vals else None
-
-        for key, value in (
-            ("device.sm_count", joined([str(d.sm_count) for d in devices if d.sm_count])),
-            ("device.memory_bandwidth_gbs", joined(
-                [f"{d.memory_bandwidth / 1e9:.1f}" for d in devices if d.memory_bandwidth]
-            )),
-            ("device.memory_gb", joined(
-                [f"{d.total_memory / 1e9:.1f}" for d in devices if d.total_memory]
-            )),
-        ):  # fmt: skip
-            if value:
-                facts[key] = value
+        meta.update(
+            device_meta(
+                [d.sm_count for d in devices],
+                [d.total_memory for d in devices],
+                [d.memory_bandwidth for d in devices],
+            )
+        )
     if schema.tables & {KERNEL, RUNTIME, MEMCPY}:
         meta["runtime"] = "cuda"
     if "TARGET_INFO_SYSTEM_ENV" in schema.tables:
@@ -205,20 +196,12 @@ def read_meta(
         ).fetchone()
         if row and str(row[0]).isdigit():
             meta["driver_version"] = _driver(str(row[0]))
-    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-        if table in schema.tables:
-            row = conn.execute(
-                f"SELECT value FROM {table} WHERE name = 'EXPORT_PRODUCT_VERSION' LIMIT 1"
-            ).fetchone()
-            if row and row[0]:
-                facts["nsys_version"] = str(row[0])
-            break
     base_us = 0.0
     if "TARGET_INFO_SESSION_START_TIME" in schema.tables:
         row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
         if row and row[0]:
             base_us = int(row[0]) / 1000.0
-    return meta, facts, base_us
+    return meta, base_us
 
 
 def _fetch(path: Path, sql: str) -> pa.Table:
