@@ -39,6 +39,12 @@ def for_terminal(text: object) -> str:
     return _CONTROLS.sub(_escape, str(text))
 
 
+def lines_for_terminal(text: str) -> str:
+    """A multi-line text shown as text (the app's Markdown preview): newlines kept, every other
+    control shown escaped like for_terminal does."""
+    return _CONTROLS_BUT_NEWLINE.sub(_escape, text)
+
+
 def stream_for_terminal(text: str) -> str:
     """Whole output (a report, a JSON document, a Markdown export): newlines kept, every other
     control written as a \\u escape, which reads as text and keeps a JSON document's value
