@@ -129,12 +129,18 @@ def check_brief(store: Path, doc: dict[str, Any], tmp_path: Path) -> None:
     assert list(doc)[:2] == ["schema", "brief"]
     assert brief_lines(store, "INC-sample") == lines_of(brief)
     what = brief["what_regressed"][0]
-    assert what.startswith("end-to-end p99 +1.686 ms (+124.1%, 95% CI [941.9 µs, 2.642 ms];")
+    assert what.startswith("end-to-end p99 +1.686 ms (+124.1%, 95% CI [")
     assert "since compiler_version 2.4.0 → 2.5.0" in what and "NVIDIA H100" in what
     # One interval, one number: the brief's p99 CI is the triage claim's and the impact table's.
     claim = next(c for c in doc["localization"]["claims"] if c["query"] == "stage_quantiles")
     lo, hi = claim["numbers"]["p99_gap_ci"]
     assert f"[{fmt_us(lo)}, {fmt_us(hi)}]" in what
+    row = next(
+        r for r in doc["impact"]["rows"] if r["metric"] == "end-to-end" and r["quantile"] == "p99"
+    )
+    assert (row["ci_low_us"], row["ci_high_us"]) == (lo, hi) and row["interval"].startswith(
+        "triage"
+    )
     why = " ".join(brief["why"])
     assert "fused ops 9,600 vs 3,840 (n = 11,520 / 11,520 ops)" in why
     assert "p95 working set per fusion group 673 MB vs 172 MB (n = 480 / 480" in why

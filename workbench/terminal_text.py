@@ -2,13 +2,14 @@
 
 A run label, tag, trace name or incident field may hold ESC sequences, carriage returns or
 bidirectional overrides; printed raw they would recolour, move the cursor or hide what a line
-says. Every CLI output (and the app's error texts) goes through these functions.
+says. Every CLI output (and the app's error texts) goes through these functions; the app
+(workbench/tui) shows labels, tags and incident fields through for_terminal too.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final, TextIO
 
 # C0 controls, DEL, C1 controls, line/paragraph separators and the bidi embeddings, overrides
 # and isolates: the code points that change how a terminal draws the text instead of showing.
@@ -38,12 +39,23 @@ def for_terminal(text: object) -> str:
     return _CONTROLS.sub(_escape, str(text))
 
 
-def lines_for_terminal(text: str) -> str:
-    """A multi-line report as printable text: its newlines kept, every other control escaped."""
-    return _CONTROLS_BUT_NEWLINE.sub(_escape, text)
-
-
-def json_for_terminal(text: str) -> str:
-    """JSON text with the controls a JSON encoder may leave raw inside strings (DEL, C1, bidi)
-    written as \\u escapes: the same JSON value, safe on a terminal."""
+def stream_for_terminal(text: str) -> str:
+    """Whole output (a report, a JSON document, a Markdown export): newlines kept, every other
+    control written as a \\u escape, which reads as text and keeps a JSON document's value
+    (JSON encoders leave DEL, C1 and bidi controls raw inside strings)."""
     return _CONTROLS_BUT_NEWLINE.sub(_escape_json, text)
+
+
+class TerminalSafeWriter:
+    """A stdout stand-in that passes every write through stream_for_terminal: the catch-all
+    behind the per-field for_terminal, so no command can send a control sequence."""
+
+    def __init__(self, target: TextIO) -> None:
+        self._target = target
+
+    def write(self, text: str) -> int:
+        self._target.write(stream_for_terminal(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, ...
+        return getattr(self._target, name)

@@ -20,6 +20,7 @@ def _ms(us: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.store.runs import list_runs
+    from workbench.terminal_text import for_terminal
 
     runs = list_runs(args.store)
     if args.json:
@@ -29,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
         "run_id",
         "label",
         "hardware",
+        "workload",
         "compiler",
         "runtime",
         "n",
@@ -42,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
             r.run_id,
             r.label or "-",
             r.hardware or "-",
+            r.workload or "-",
             " ".join(x for x in (r.compiler, r.compiler_version) if x) or "-",
             " ".join(x for x in (r.runtime, r.runtime_version) if x) or "-",
             str(r.n_requests),
@@ -52,9 +55,11 @@ def run(args: argparse.Namespace) -> int:
         )
         for r in runs
     ]
+    # Labels, tags and names come from traces and users: escaped before they are measured.
+    rows = [tuple(for_terminal(x) for x in row) for row in rows]
     widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
     for line in (header, *rows):
         print("  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
     if not runs:
-        print(f"(no runs in {args.store})")
+        print(f"(no runs in {for_terminal(args.store)})")
     return 0

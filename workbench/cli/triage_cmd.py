@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,20 @@ def add_parser(subparsers: Any) -> None:
         metavar="RUN,RUN,...",
         help="bandwidth lens: place these runs (tuning order, --failing first) in zones",
     )
+    p.add_argument(
+        "--min-gap",
+        type=float,
+        metavar="SHARE",
+        help="practical threshold: a tail gap must exceed this share of the comparator's "
+        "quantile to be a regression (default 0.05)",
+    )
+    p.add_argument(
+        "--slo-share",
+        type=float,
+        metavar="SHARE",
+        help="with an SLO (requests' sla_us): the gap must also reach this share of it "
+        "(default 0.02)",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON document")
     p.set_defaults(command="triage")
 
@@ -53,6 +68,7 @@ def _actor(given: str | None) -> str:
 def _candidates(args: argparse.Namespace) -> int:
     from workbench.store import db
     from workbench.store.layout import check_run_id
+    from workbench.terminal_text import for_terminal
     from workbench.triage.pairing import rank_comparators
 
     con = db.connect(args.store)
@@ -79,7 +95,8 @@ def _candidates(args: argparse.Namespace) -> int:
         return 0
     for c in ranked:
         mark = " " if c.eligible else "x"
-        sys.stdout.write(f"{c.rank:>3} {mark} {c.run_id:<24} {'; '.join(c.reasons)}\n")
+        line = f"{c.rank:>3} {mark} {c.run_id:<24} {'; '.join(c.reasons)}"
+        sys.stdout.write(for_terminal(line) + "\n")
     return 0
 
 
@@ -128,9 +145,15 @@ def run(args: argparse.Namespace) -> int:
         return _candidates(args)
     if args.lens:
         return _lens(args)
+    from accel.localize import TriggerPolicy
     from workbench.triage.report_text import render
     from workbench.triage.triage import triage
 
+    policy = TriggerPolicy()
+    if args.min_gap is not None:
+        policy = replace(policy, min_rel_gap=args.min_gap)
+    if args.slo_share is not None:
+        policy = replace(policy, slo_share=args.slo_share)
     result = triage(
         args.store,
         args.failing,
@@ -139,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         suspect=args.suspect,
         fixed=args.fixed,
         release_heap=False,  # the command exits next: no time spent handing memory back
+        policy=policy,
     )
     doc = result.to_json()
     if args.incident:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import uuid
 from pathlib import Path
 
 import msgspec
@@ -12,6 +9,7 @@ import msgspec
 from workbench.errors import WorkbenchError
 from workbench.store.workspace import state_home
 from workbench.triage.export_md import render_markdown
+from workbench.triage.output_file import write_output
 from workbench.triage.summary import build_summary
 
 FORMATS = ("md", "json")
@@ -27,6 +25,26 @@ def default_export_path(incident_id: str, fmt: str) -> Path:
     return export_dir() / f"{incident_id}.{fmt}"
 
 
+def make_folders(path: Path) -> list[Path]:
+    """Make the missing folders above path; returns them, outermost first (to undo on failure)."""
+    missing = [p for p in reversed(path.parents) if not p.exists()]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        remove_folders(missing)
+        raise WorkbenchError(str(path), f"cannot write export: {exc.strerror or exc}") from exc
+    return missing
+
+
+def remove_folders(made: list[Path]) -> None:
+    """Undo make_folders: remove the folders it made, innermost first, if still empty."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 def export_text(store: Path, incident_id: str, fmt: str) -> str:
     """The closure summary of incident_id in `fmt` (md or json)."""
     if fmt not in FORMATS:
@@ -37,24 +55,7 @@ def export_text(store: Path, incident_id: str, fmt: str) -> str:
     return render_markdown(doc)
 
 
-def missing_parents(path: Path) -> list[Path]:
-    """The folders above path that do not exist yet, outermost first."""
-    return [p for p in reversed(path.parents) if not p.exists()]
-
-
-def write_export(path: Path, text: str, create_folders: bool = False) -> None:
-    """Write text to path via a temporary file and a rename: never a half-written export.
-    With create_folders, missing folders above it are made first; else they are an error."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        if create_folders:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):  # e.g. the "folder" is a file: no temporary either
-            tmp.unlink(missing_ok=True)
-        raise WorkbenchError(str(path), f"cannot write export: {exc.strerror or exc}") from exc
+def write_export(path: Path, text: str, store: Path | None = None, replace: bool = True) -> None:
+    """Write the export to a regular file, all or nothing (output_file.write_output): never
+    through a symlink, into a FIFO or device, or into the store; `replace` an existing file."""
+    write_output(path, text, store, replace)

@@ -126,7 +126,11 @@ def _impact(doc: dict[str, Any]) -> list[str]:
     if imp is None:
         return [*out, "_The incident has no failing / comparator pair yet._", ""]
     level = round(100 * imp["confidence_level"])
-    out += [f"Failing minus comparator, tail first; {level}% bootstrap confidence intervals.", ""]
+    out += [f"Failing minus comparator, tail first; {level}% bootstrap confidence intervals."]
+    sources = list(dict.fromkeys(r["interval"] for r in imp["rows"]))
+    if len(sources) > 1:
+        out.append(f"End-to-end intervals: {esc(sources[0])}; stages: {esc(sources[-1])}.")
+    out.append("")
     rows = [
         [
             esc(r["metric"]),

@@ -65,13 +65,52 @@ def _delta_rows(
     return rows
 
 
-def impact(failing: RunSamples, comparator: RunSamples) -> dict[str, Any]:
-    """p95/p99 deltas failing - comparator, end to end then per stage, each with n and CI."""
+TRIAGE_INTERVAL: Final[str] = "triage: the trigger's interval (steady state, block bootstrap)"
+EXPORT_INTERVAL: Final[str] = "export: percentile bootstrap of every request"
+
+
+def _recorded_tail(inc: Incident) -> dict[str, Any] | None:
+    """The end-to-end tail gap the triage recorded (its stage_quantiles claim), if any."""
+    claim = next((c for c in inc.claims if c.query == "stage_quantiles"), None)
+    keys = ("p95_gap_ci", "p99_gap_ci", "failing_p99_us", "n_failing", "n_comparator")
+    return dict(claim.numbers) if claim and all(k in claim.numbers for k in keys) else None
+
+
+def _with_recorded(row: dict[str, Any], tail: dict[str, Any]) -> dict[str, Any]:
+    q = row["quantile"]
+    lo, hi = tail[f"{q}_gap_ci"]
+    base = float(tail[f"comparator_{q}_us"])
+    delta = float(tail[f"{q}_gap_us"])
+    return {
+        **row,
+        "failing_us": _num(float(tail[f"failing_{q}_us"])),
+        "comparator_us": _num(base),
+        "delta_us": _num(delta),
+        "ci_low_us": _num(float(lo)),
+        "ci_high_us": _num(float(hi)),
+        "delta_pct": _num(100.0 * delta / base) if base else None,
+        "n_failing": int(tail["n_failing"]),
+        "n_comparator": int(tail["n_comparator"]),
+        "interval": TRIAGE_INTERVAL,
+    }
+
+
+def impact(
+    failing: RunSamples, comparator: RunSamples, recorded: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """p95/p99 deltas failing - comparator, end to end then per stage, each with n and CI.
+
+    The end-to-end rows are the triage's own figures when it recorded them (`recorded`, the
+    stage_quantiles claim's numbers), so one gap has one interval in the claim, the impact
+    table, the brief and the app; the stages are bootstrapped here."""
     rows = _delta_rows(
         "end-to-end", failing.latency_us, comparator.latency_us, "failing", "comparator"
     )
     for s in STAGES:
         rows += _delta_rows(s, failing.stage_us[s], comparator.stage_us[s], "failing", "comparator")
+    rows = [{**r, "interval": EXPORT_INTERVAL} for r in rows]
+    if recorded is not None:
+        rows = [_with_recorded(r, recorded) if r["metric"] == "end-to-end" else r for r in rows]
     return {"confidence_level": CONFIDENCE, "rows": rows}
 
 
@@ -376,7 +415,9 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
                 except WorkbenchError as exc:
                     raise WorkbenchError(inc.id, f"cannot export: {exc.one_line()}") from exc
         if inc.failing and inc.comparator:
-            doc["impact"] = impact(samples[inc.failing], samples[inc.comparator])
+            doc["impact"] = impact(
+                samples[inc.failing], samples[inc.comparator], _recorded_tail(inc)
+            )
             doc["reproduction"] = _reproduction(inc, con)
         else:
             doc["impact"] = doc["reproduction"] = None

@@ -6,7 +6,7 @@ import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,13 +21,14 @@ from accel.localize import (
     Localization,
     Replayed,
     SwapInputs,
+    TriggerPolicy,
     localize,
     replayed,
     swap_inputs,
 )
 from accel.ops import RunArrays
 from accel.primary_metric import primary_metric
-from accel.profiles import PROFILES, HardwareProfile, get_profile
+from accel.profiles import HardwareProfile, get_profile, match_profile
 from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.store.arrays import (
@@ -36,15 +37,19 @@ from workbench.store.arrays import (
     load_run_arrays,
     run_exists,
     run_presence,
+    verify_present,
 )
 from workbench.store.layout import check_run_id, read_run_row
-from workbench.triage import evidence, heap, pairing, retuning
+from workbench.triage import evidence, graph_break, heap, pairing, retuning
 from workbench.triage.evidence import EvidenceTable, Interval, StageRow
 from workbench.triage.warmup import Warmup, warmup_of
 
 Progress = Callable[[str, float], None]
 DEFAULT_PROFILE: Final[str] = "h100"
 MIN_TRIAGE_REQUESTS: Final[int] = 5  # below this no tail quantile means anything
+# Locked tags whose difference is the environment, not a change the model can localize: a
+# pair that differs in one is inconclusive (hardware is weighed by its profiles instead).
+ENVIRONMENT_TAGS: Final[tuple[str, ...]] = ("device_count", "thermal_state")
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ class TriageResult:
     tail_drivers: list[dict[str, Any]]
     evidence: dict[str, EvidenceTable] = field(default_factory=dict)
     replay: dict[str, Any] = field(default_factory=dict)  # see to_json
+    verdict: dict[str, Any] = field(default_factory=dict)  # see verdict_doc
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON; times in us, NaN as null. "replay" is {} or {"decided_by",
@@ -134,9 +140,30 @@ class TriageResult:
                     for name, t in self.evidence.items()
                 },
                 "replay": self.replay,
+                "verdict": self.verdict,
             }
         )
         return doc
+
+
+def verdict_doc(loc: Localization) -> dict[str, Any]:
+    """The trigger's outcome and reason, its thresholds and intervals, whether the base queue
+    re-run reproduced each run's observed tail (and by how much), the origin's bootstrap
+    agreement, direct evidence (tail first) and, across hardware, what the profiles predict."""
+    return {
+        "outcome": loc.outcome,
+        "reason": loc.outcome_reason,
+        "p95_gap_us": {"value": loc.p95_gap_us, "lo": loc.p95_gap_ci[0], "hi": loc.p95_gap_ci[1]},
+        "p99_gap_us": {"value": loc.p99_gap_us, "lo": loc.p99_gap_ci[0], "hi": loc.p99_gap_ci[1]},
+        "threshold_us": loc.threshold_us,
+        "threshold_basis": loc.threshold_basis,
+        "base_rerun": loc.rerun,
+        "origin_agreement": loc.origin_agreement,
+        "confidence_method": loc.confidence_method,
+        "decided_by": loc.decided_by,
+        "direct_evidence": loc.direct,
+        "hardware_gap": loc.hardware_gap,
+    }
 
 
 def replay_doc(loc: Localization) -> dict[str, Any]:
@@ -180,10 +207,9 @@ def profile_for(hardware_tag: str | None, requested: str | None) -> tuple[Hardwa
             return get_profile(requested), ""
         except ValueError as exc:
             raise WorkbenchError(repr(requested), str(exc)) from exc
-    tag = (hardware_tag or "").lower()
-    for name in sorted(PROFILES, key=len, reverse=True):
-        if name in tag:
-            return get_profile(name), ""
+    name = match_profile(hardware_tag)
+    if name is not None:
+        return get_profile(name), ""
     return get_profile(DEFAULT_PROFILE), (
         f"no hardware profile matches run hardware {hardware_tag or 'unknown'}: replayed on "
         f"{DEFAULT_PROFILE} (pass --hardware)"
@@ -200,9 +226,12 @@ def triage(
     fixed: str | None = None,
     progress: Progress | None = None,
     release_heap: bool = True,
+    policy: TriggerPolicy | None = None,
 ) -> TriageResult:
     """Pair, gather evidence, replay and localize; pure: reads the store, writes nothing.
-    `release_heap` False keeps the freed heap (see heap.reused_heap), for a command that exits."""
+    `release_heap` False keeps the freed heap (see heap.reused_heap), for a command that exits.
+    `policy`: what counts as a regression (default TriggerPolicy; the runs' SLO fills sla_us
+    when it is not set)."""
 
     def step(msg: str, frac: float) -> None:
         if progress:
@@ -212,12 +241,13 @@ def triage(
         if rid is not None:
             check_run_id(rid)
     con = db.connect(store)
+    verify_present(con, failing, comparator, fixed)  # damaged files: an error, not a verdict
     # One duckdb thread: the evidence queries run beside this thread's numpy work, which has
     # the other core.
     con.execute("SET threads = 1")
     try:
         with heap.reused_heap(release=release_heap):
-            return _triage(store, con, failing, comparator, hardware, suspect, fixed, step)
+            return _triage(store, con, failing, comparator, hardware, suspect, fixed, step, policy)
     finally:
         con.close()
 
@@ -231,6 +261,7 @@ def _triage(
     suspect: str | None,
     fixed: str | None,
     step: Progress,
+    policy: TriggerPolicy | None,
 ) -> TriageResult:
     if not run_exists(con, failing):
         raise WorkbenchError(repr(failing), "failing run is not in the store")
@@ -254,6 +285,10 @@ def _triage(
     hw, hw_warning = profile_for(hw_tag if isinstance(hw_tag, str) else None, hardware)
     if hw_warning:
         warnings.append(hw_warning)
+    comparator_hw, context = _pair_context(store, con, failing, comparator, hw, suspect)
+    pol = policy or TriggerPolicy()
+    if pol.sla_us is None:
+        pol = replace(pol, sla_us=_sla(con, comparator))
 
     step("warm-up", 0.1)
     warm_f = warmup_of(con, failing)
@@ -294,6 +329,9 @@ def _triage(
                     n_boot=evidence.N_BOOT,
                     replays=(replay_f, replay_c),
                     prepared=swap.result(),
+                    policy=pol,
+                    comparator_hw=comparator_hw,
+                    context=context,
                 )
                 tables, stages, with_warmup, drift = found.result()
             finally:
@@ -309,6 +347,10 @@ def _triage(
 
     step("claims", 0.9)
     tables["shape_buckets"] = EvidenceTable("shape_buckets", bucket_params, buckets)
+    # One set of tail-gap intervals everywhere: the ones the trigger decided on.
+    gap95 = Interval(loc.p95_gap_us, *loc.p95_gap_ci)
+    gap99 = Interval(loc.p99_gap_us, *loc.p99_gap_ci)
+    stages[0] = replace(stages[0], diff={**stages[0].diff, "p95": gap95, "p99": gap99})
     latency = stages[0]
     recompiles = _recompile_summary(steady_f, warm_f, latency)
     if loc.mechanism == "recompile" and not origin_share > 0:
@@ -320,6 +362,14 @@ def _triage(
     claims = _claims(
         failing, comparator, latency, with_warmup, loc, tables, warm_f, recompiles, drift, hw
     )
+    if loc.mechanism == "graph_break":
+        params = {"run_id": failing}
+        gb = EvidenceTable("graph_breaks", params, db.query(con, "graph_breaks", params))
+        tables["graph_breaks"] = gb
+        p = graph_break.proof(gb, steady_f, steady_c, loc.mechanism_scores)
+        claims.insert(1, Claim(text=f"{p.text}; action: {p.action}", query=gb.query,
+                               parameters=gb.parameters, numbers={**p.numbers,
+                               "action": p.action}))  # fmt: skip
     step("done", 1.0)
     return TriageResult(
         failing=failing,
@@ -337,8 +387,8 @@ def _triage(
         explained_share=origin_share,
         explained_share_method=share_method,
         explained_share_by_stage=share_by_stage,
-        p95_gap=latency.diff["p95"],
-        p99_gap=latency.diff["p99"],
+        p95_gap=gap95,
+        p99_gap=gap99,
         triggered=bool(loc.triggered),
         claims=claims,
         primary_metric=pm_rows,
@@ -353,13 +403,56 @@ def _triage(
         tail_drivers=drivers,
         evidence=tables,
         replay=replay_doc(loc),
+        verdict=verdict_doc(loc),
     )
+
+
+def _pair_context(
+    store: Path,
+    con: duckdb.DuckDBPyConnection,
+    failing: str,
+    comparator: str,
+    hw: HardwareProfile,
+    suspect: str | None,
+) -> tuple[HardwareProfile | None, tuple[str, ...]]:
+    """The comparator's hardware profile when it differs from the failing run's, and reasons
+    the pair is inconclusive: environment tags that differ, hardware without a profile."""
+    reasons = [
+        f"locked tag {m.key} differs ({m.failing_value or 'unknown'} vs "
+        f"{m.other_value or 'unknown'}): the environment changed, not something the model can "
+        "localize"
+        for m in pairing.locked_mismatches(con, failing, [comparator], suspect=suspect)[comparator]
+        if m.key in ENVIRONMENT_TAGS
+    ]
+    f_tag = (read_run_row(store, failing) or {}).get("hardware")
+    c_tag = (read_run_row(store, comparator) or {}).get("hardware")
+    f_tag = f_tag if isinstance(f_tag, str) else None
+    c_tag = c_tag if isinstance(c_tag, str) else None
+    if (f_tag or "").strip().lower() == (c_tag or "").strip().lower():
+        return None, tuple(reasons)
+    c_hw, c_unknown = profile_for(c_tag, None)
+    _, f_unknown = profile_for(f_tag, None)
+    if c_unknown or f_unknown or c_hw.name == hw.name:
+        reasons.append(
+            f"hardware differs ({f_tag or 'unknown'} vs {c_tag or 'unknown'}) and the "
+            "profiles cannot say how much of the gap that explains"
+        )
+        return None, tuple(reasons)
+    return c_hw, tuple(reasons)
+
+
+def _sla(con: duckdb.DuckDBPyConnection, run_id: str) -> float | None:
+    """The run's SLO in us, when its requests carry one."""
+    row = db.query(con, "run_sla", {"run_id": run_id}).to_pylist()[0]
+    v = row["sla_us"]
+    return float(v) if v is not None and math.isfinite(float(v)) and v > 0 else None
 
 
 def _load(con: duckdb.DuckDBPyConnection, run_id: str, warm: Warmup) -> RunArrays:
     """The run's steady state (warm-up requests left out); ops without per-op text lists,
     which nothing in a triage reads (their codes do), saving ~0.3 s and 80 MB per 5M ops."""
-    return load_run_arrays(con, run_id, skip_requests=warm.affected_requests, texts=False)
+    run = load_run_arrays(con, run_id, skip_requests=warm.affected_requests, texts=False)
+    return graph_break.with_regions(con, run)
 
 
 def _release_duckdb_memory(con: duckdb.DuckDBPyConnection) -> None:

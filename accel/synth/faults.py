@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:  # accel.synth imports this module; the types are only for annotations
-    import numpy as np
+import numpy as np
 
-    from accel.synth import Plan, Workload
+from accel.synth.world import Plan, Workload
 
 FAULTS: Final[tuple[str, ...]] = (
     "none",
