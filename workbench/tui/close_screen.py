@@ -13,7 +13,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Static, TabbedContent, TabPane, TextArea
 
-from workbench.terminal_text import lines_for_terminal
+from workbench.terminal_text import for_terminal
 from workbench.tui.step_screen import StepScreen
 
 
@@ -116,9 +116,9 @@ class CloseScreen(StepScreen):
             label, sep, rest = line.partition(": ")
             if i and sep and not line.startswith(" "):
                 brief.append(label + sep, "bold")
-                brief.append(lines_for_terminal(rest) + "\n")
+                brief.append(for_terminal(rest) + "\n")
             else:
-                brief.append(lines_for_terminal(line) + "\n", "bold" if i == 0 else "")
+                brief.append(for_terminal(line) + "\n", "bold" if i == 0 else "")
         self.query_one("#brief-text", Static).update(brief)
         self.update_gate()
 
