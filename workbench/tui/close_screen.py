@@ -184,10 +184,15 @@ class CloseScreen(StepScreen):
         from workbench.errors import WorkbenchError
         from workbench.triage.export import export_text, write_export
 
-        if not create and not path.parent.is_dir():
+        if create:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise WorkbenchError(str(path.parent), f"cannot create: {exc.strerror}") from exc
+        if not path.parent.is_dir():
             raise WorkbenchError(str(path.parent), "export folder does not exist")
         text = export_text(self.wb.store, incident_id, fmt)
-        write_export(path, text, create_folders=create)
+        write_export(path, text, store=self.wb.store)
         self.post_message(self.Exported(path.resolve(), len(text.encode())))
 
     def on_close_screen_exported(self, message: Exported) -> None:
