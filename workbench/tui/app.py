@@ -207,7 +207,13 @@ class WorkbenchApp(App[int]):
             self._latest = inc
         self.post_message(self.IncidentSaved(inc, goto=goto, resumed=True))
 
-    @work(thread=True, exit_on_error=False, group="incident", description="Switch incident")
+    @work(
+        thread=True,
+        exclusive=True,  # switching twice quickly: the last choice wins
+        exit_on_error=False,
+        group="switch",
+        description="Switch incident",
+    )
     def open_incident(self, incident_id: str, reopen_reason: str = "") -> None:
         """Make `incident_id` the app's incident (reopening it first when a reason is given)."""
         from workbench.triage import workflow
@@ -291,7 +297,12 @@ class WorkbenchApp(App[int]):
         if message.goto and (not message.resumed or self.current_mode == self.DEFAULT_MODE):
             # Navigation is an action, as if the user pressed the step's key: it runs after
             # this handler (a first visit builds the screen and its styles).
-            self.call_later(self.action_goto, message.goto)
+            self.call_later(self._go_unless_moved, message.goto, message.resumed)
+
+    def _go_unless_moved(self, mode: str, resumed: bool) -> None:
+        # Checked again here: a key pressed since the record was read wins over the resume.
+        if not resumed or self.current_mode == self.DEFAULT_MODE:
+            self.action_goto(mode)
 
     def on_worker_state_changed(self, event: Any) -> None:
         from textual.worker import WorkerState

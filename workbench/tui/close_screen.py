@@ -13,7 +13,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Static, TabbedContent, TabPane, TextArea
 
-from workbench.terminal_text import lines_for_terminal
+from workbench.terminal_text import for_terminal
 from workbench.tui.step_screen import StepScreen
 
 
@@ -116,9 +116,9 @@ class CloseScreen(StepScreen):
             label, sep, rest = line.partition(": ")
             if i and sep and not line.startswith(" "):
                 brief.append(label + sep, "bold")
-                brief.append(lines_for_terminal(rest) + "\n")
+                brief.append(for_terminal(rest) + "\n")
             else:
-                brief.append(lines_for_terminal(line) + "\n", "bold" if i == 0 else "")
+                brief.append(for_terminal(line) + "\n", "bold" if i == 0 else "")
         self.query_one("#brief-text", Static).update(brief)
         self.update_gate()
 
@@ -184,10 +184,15 @@ class CloseScreen(StepScreen):
         from workbench.errors import WorkbenchError
         from workbench.triage.export import export_text, write_export
 
-        if not create and not path.parent.is_dir():
+        if create:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise WorkbenchError(str(path.parent), f"cannot create: {exc.strerror}") from exc
+        if not path.parent.is_dir():
             raise WorkbenchError(str(path.parent), "export folder does not exist")
         text = export_text(self.wb.store, incident_id, fmt)
-        write_export(path, text, create_folders=create)
+        write_export(path, text, store=self.wb.store)
         self.post_message(self.Exported(path.resolve(), len(text.encode())))
 
     def on_close_screen_exported(self, message: Exported) -> None:

@@ -220,7 +220,7 @@ class EvidenceScreen(StepScreen):
             "done": "Next: 4 Localize, where the replay names the origin stage.",
             "failed": "The triage failed (see the message); on 4 Localize, t runs it again.",
         }.get(self.wb.triage_state(), "Triage (replay) is running; 4 Localize shows it when done.")
-        self.set_hint("Tail first: Δp99 with its CI per stage. [ ] switch views. " + next_step)
+        self.set_hint("Tail first: Δp99 with its CI per stage; o opens a p99 request. " + next_step)
 
     @work(
         thread=True,

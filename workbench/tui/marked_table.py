@@ -33,6 +33,12 @@ class MarkedTable(DataTable[Any]):
             *cells, height=height, key=key, label=label or Text(MARK if at_cursor else " ", "bold")
         )
 
+    def _update_dimensions(self, new_rows: Any) -> None:
+        # Lines rendered between clear() and this update were cached without the label column
+        # (DataTable does not drop them when the first labelled row arrives): drop them here.
+        super()._update_dimensions(new_rows)
+        self._clear_caches()
+
     def watch_cursor_coordinate(self, old: Coordinate, new: Coordinate) -> None:
         self._mark(old.row, " ")
         self._mark(new.row, MARK)

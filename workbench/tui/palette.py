@@ -18,6 +18,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Pair: choose the comparator", "goto('pair')", "ranked candidates with reasons"),
     ("Pair: use highlighted comparator", "on('pair', 'accept')", "pair the runs"),
     ("Evidence: per-stage tails and views", "goto('evidence')", "p95/p99 with CIs first"),
+    ("Evidence: open the p99 request's timeline", "on('evidence', 'drill')", "vs comparator"),
     ("Localize: origin, mechanism, proof", "goto('localize')", "the replay's verdict"),
     ("Localize: re-run triage", "on('localize', 'retriage')", "replay both runs again"),
     ("Localize: confirm classification", "on('localize', 'classify')", "classify the incident"),

@@ -125,7 +125,6 @@ class Timeline(Widget, can_focus=True):
         end = max((s.end_us for s in self.spans), default=0.0)
         self.total_us = max(end, total_us or 0.0, 1.0)
         self.view = (0.0, self.total_us)
-        self.styles.height = len(self.lanes) + 2 if self.spans else 2
         self.set_reactive(Timeline.selected, 0)
         self.post_message(self.Selected(self, self.current()))
         self.refresh(layout=True)
