@@ -18,6 +18,7 @@ latency minus what it blames, no queue), and the confidence is capped at FALLBAC
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Final
 
 import numpy as np
@@ -47,7 +48,8 @@ from accel.localize.requeue import (
 )
 from accel.localize.residuals import Replayed, replayed, residual_shifts
 from accel.localize.swaps import plan_swaps
-from accel.localize.trigger import Trigger, TriggerPolicy
+from accel.localize.traffic import traffic_noise
+from accel.localize.trigger import NO_REGRESSION, Trigger, TriggerPolicy
 from accel.localize.trigger import decide as trigger
 from accel.ops import F64, RunArrays
 from accel.profiles import HardwareProfile
@@ -185,6 +187,12 @@ def localize(
         "threshold_basis": trig.threshold_basis,
         "hardware_gap": hw_doc,
     }
+    if trig.regression:
+        noise = traffic_noise(failing, comparator, trig, RESIDUAL_ALPHA)
+        if noise:
+            trig = replace(trig, outcome=NO_REGRESSION, reason=noise)
+            claims.append(Claim(f"{trig.outcome}: {noise}", {}, "traffic swap (queue re-run)"))
+            common["outcome"], common["outcome_reason"] = trig.outcome, trig.reason
     if not trig.regression:
         return Localization(
             triggered=False,
