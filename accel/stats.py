@@ -295,6 +295,36 @@ def mape(predicted: ArrayLike, observed: ArrayLike) -> float:
     return float(100.0 * np.mean(np.abs(p[keep] - o[keep]) / np.abs(o[keep])))
 
 
+def dispersion_index(counts: ArrayLike) -> float:
+    """Variance over mean of event counts per window, at least 1 (1 = Poisson; NaN-free)."""
+    c = clean(counts)
+    if c.size < 2 or float(c.mean()) <= 0:
+        return 1.0
+    return max(1.0, float(c.var(ddof=1)) / float(c.mean()))
+
+
+def rate_diff_ci(
+    k1: int,
+    t1: float,
+    k2: int,
+    t2: float,
+    alpha: float = 0.05,
+    dispersion1: float = 1.0,
+    dispersion2: float = 1.0,
+) -> tuple[float, float, float]:
+    """(k1/t1 - k2/t2, lo, hi): Wald interval of a difference of event rates, quasi-Poisson.
+
+    Each count's variance is its dispersion x the count, so bursty arrivals (batches complete
+    together) widen the interval instead of passing as Poisson. NaN when an exposure is not > 0.
+    """
+    if not (t1 > 0 and t2 > 0):
+        return (math.nan, math.nan, math.nan)
+    d = k1 / t1 - k2 / t2
+    se = math.sqrt(dispersion1 * k1 / (t1 * t1) + dispersion2 * k2 / (t2 * t2))
+    half = normal_ppf(1 - alpha / 2) * se
+    return (d, d - half, d + half)
+
+
 def block_length(x: ArrayLike, max_share: float = 0.1) -> int:
     """Block length for a moving-block bootstrap of a series in time order: twice the first lag
     at which the autocorrelation falls below 2/sqrt(n) (noise); 1 when lag 1 is already below.

@@ -7,8 +7,8 @@ Generators: accel.synth (the world the localizer was tuned in) and accel.profsim
 disagree: batch members served one after another or continuous batching, faults placed as a
 profiler records them, its own mis-calibrated hardware). Layouts: "store", the generator's own
 schema-v1 requests (batch ids, stage times); "events", a Kineto-style trace imported by
-`workbench ingest`, so the importer builds the requests as for real traces (accel.synth has no
-events-only form: it repeats every batch op for each member, which no profiler records).
+`workbench ingest`, so the importer builds the requests as for real traces (accel.synth's trace
+keeps its convention: each member of a batch carries a copy of the batch's ops).
 Every trial draws a fresh hardware reality, a fault with a random magnitude and independent
 traffic for both runs; fault "none" is the A/A control. Methods: naive (first stage whose raw
 time moved), no_swap (residual shift only), full (DESIGN §5). Reliability: the full method's
@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from accel import profsim
 from accel.localize import METHODS, Localization, localize
+from accel.ops import RunArrays
 from accel.profiles import get_profile
 from accel.stages import STAGES
 from accel.stats import wilson_interval
@@ -39,9 +41,10 @@ from accel.synth import FAULTS, TRUTH_TABLE, Workload, generate_pair
 from workbench.store import db
 from workbench.store.arrays import load_run_arrays
 from workbench.store.profsim_io import add_run
+from workbench.store.synth_trace import ingest_events_only
 
 Row = dict[str, object]
-CELLS = (("synth", "store"), ("profsim", "store"), ("profsim", "events"))
+CELLS = (("synth", "store"), ("synth", "events"), ("profsim", "store"), ("profsim", "events"))
 BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
@@ -58,14 +61,28 @@ def _row(cell: tuple[str, str], profile: str, fault: str, method: str, truth: ob
         "origin": loc.origin_stage or "none",
         "mechanism": loc.mechanism,
         "triggered": loc.triggered,
+        "outcome": loc.outcome,
         "confidence": loc.confidence,
         "seconds": seconds,
     }
 
 
-def _trials(job: tuple[str, str, int, int, int, float]) -> list[Row]:
-    """Run `trials` pairs of one (profile, fault) with every method."""
-    profile, fault, trials, n_requests, seed, severity = job
+def _through_store(put: Callable[[Path, str, Path], None]) -> tuple[RunArrays, RunArrays]:
+    """Put "failing" and "comparator" into a scratch store with `put`; load them as triage does."""
+    with tempfile.TemporaryDirectory(prefix="bench_localize_") as tmp:
+        store = Path(tmp) / "store"
+        for run_id in ("failing", "comparator"):
+            put(store, run_id, Path(tmp))
+        con = db.connect(store)
+        try:
+            return load_run_arrays(con, "failing"), load_run_arrays(con, "comparator")
+        finally:
+            con.close()
+
+
+def _trials(job: tuple[str, str, str, int, int, int, float]) -> list[Row]:
+    """Run `trials` accel.synth pairs of one (profile, fault, layout) with every method."""
+    profile, fault, how, trials, n_requests, seed, severity = job
     hw = get_profile(profile)
     rows: list[Row] = []
     for t in range(trials):
@@ -74,14 +91,22 @@ def _trials(job: tuple[str, str, int, int, int, float]) -> list[Row]:
             fault,
             seed=seed + 7919 * t,
             workload=Workload(n_requests=n_requests),
-            tables=False,
+            tables=how == "events",
             severity=severity,
         )
+        fa, ca = pair.failing.arrays, pair.comparator.arrays
+        if how == "events":
+            runs = {"failing": pair.failing, "comparator": pair.comparator}
+            fa, ca = _through_store(
+                lambda store, rid, work, runs=runs: ingest_events_only(
+                    store, runs[rid], rid, profile, work
+                )
+            )
         for method in METHODS:
             t0 = time.perf_counter()
-            loc = localize(pair.failing.arrays, pair.comparator.arrays, hw, method=method)
+            loc = localize(fa, ca, hw, method=method)
             sec = time.perf_counter() - t0
-            rows.append(_row(("synth", "store"), profile, fault, method, pair.truth, loc, sec))
+            rows.append(_row(("synth", how), profile, fault, method, pair.truth, loc, sec))
     return rows
 
 
@@ -94,13 +119,10 @@ def _profsim_trials(job: tuple[str, str, str, str, int, int, int]) -> list[Row]:
         pair = profsim.generate_pair(
             hw, fault, seed + 7919 * t, batching=batching, n_requests=n_requests
         )
-        with tempfile.TemporaryDirectory(prefix="bench_localize_") as tmp:
-            store = Path(tmp) / "store"
-            add_run(store, pair.failing, "failing", how, Path(tmp))
-            add_run(store, pair.comparator, "comparator", how, Path(tmp))
-            con = db.connect(store)
-            fa, ca = (load_run_arrays(con, r) for r in ("failing", "comparator"))
-            con.close()
+        runs = {"failing": pair.failing, "comparator": pair.comparator}
+        fa, ca = _through_store(
+            lambda store, rid, work, runs=runs: add_run(store, runs[rid], rid, how, work)
+        )
         for method in METHODS:
             t0 = time.perf_counter()
             loc = localize(fa, ca, hw, method=method)
@@ -156,6 +178,10 @@ def main() -> int:
     ap.add_argument("--profiles", default="h100,tpu-v5e")
     ap.add_argument("--requests", type=int, default=600, help="requests per accel.synth run")
     ap.add_argument("--profsim-requests", type=int, default=400, help="per accel.profsim run")
+    ap.add_argument(
+        "--events-requests", type=int, default=400, help="per accel.synth run in the events layout"
+    )
+    ap.add_argument("--aa-factor", type=int, default=3, help="A/A pairs per cell: trials x this")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument(
@@ -164,10 +190,35 @@ def main() -> int:
     args = ap.parse_args()
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
 
+    def n_trials(fault: str) -> int:
+        # A/A pairs are the false-alarm rate's only data: give them more draws.
+        return args.trials * (args.aa_factor if fault == "none" else 1)
+
     t0 = time.perf_counter()
     synth_jobs = [
-        (p, f, args.trials, args.requests, args.seed + 1000 * i + 100_000 * j, args.severity)
+        (
+            p,
+            f,
+            "store",
+            n_trials(f),
+            args.requests,
+            args.seed + 1000 * i + 100_000 * j,
+            args.severity,
+        )
         for j, p in enumerate(profiles)
+        for i, f in enumerate(FAULTS)
+    ]
+    # Events only: a trace and an import per run, so profiles take turns (as for accel.profsim).
+    synth_jobs += [
+        (
+            profiles[i % len(profiles)],
+            f,
+            "events",
+            n_trials(f),
+            args.events_requests,
+            args.seed + 300_000 + 1000 * i,
+            args.severity,
+        )
         for i, f in enumerate(FAULTS)
     ]
     # accel.profsim: each (fault, batching, layout) cell gets `trials` pairs, profiles in turn.
@@ -177,7 +228,7 @@ def main() -> int:
             f,
             b,
             how,
-            args.trials,
+            n_trials(f),
             args.profsim_requests,
             args.seed + 500_000 + 1000 * i + 100_000 * k,
         )
@@ -195,7 +246,8 @@ def main() -> int:
 
     full = [r for r in rows if r["method"] == "full"]
     print(
-        f"localization bench: {args.trials} trials per fault class and cell; accel.synth "
+        f"localization bench: {args.trials} trials per fault class and cell (A/A x{args.aa_factor}); "
+        "accel.synth "
         f"{len(FAULTS)} classes x {len(profiles)} profiles, {args.requests} requests per run; "
         f"accel.profsim {len(profsim.FAULTS)} classes x {len(profsim.BATCHING)} batchings x 2 "
         f"layouts, {args.profsim_requests} requests per run; {len(full)} pairs, {wall:.0f} s "
@@ -204,6 +256,7 @@ def main() -> int:
     stages = [*STAGES, "none"]
     figures: dict[str, object] = {
         "trials_per_cell": args.trials,
+        "aa_trials_per_cell": args.trials * args.aa_factor,
         "profiles": profiles,
         "requests_per_run": {"synth": args.requests, "profsim": args.profsim_requests},
         "severity": args.severity,
@@ -248,9 +301,15 @@ def main() -> int:
         bins, ece = _reliability(faulty_full)
         out["ece"] = ece
         out["faults_not_triggered"] = sum(1 for r in faulty_full if not r["triggered"])
+        # regression / no regression / inconclusive, on the fault trials and on the A/A pairs
+        out["outcomes"] = dict(
+            Counter(
+                f"{'aa' if r['fault'] == 'none' else 'fault'}: {r['outcome']}"
+                for r in in_cell
+                if r["method"] == "full"
+            )
+        )
         cells[name] = out
-    print("\naccel.synth in an events-only layout: not run (it repeats every batch op for each")
-    print("  member of the batch, which no profiler records)")
 
     for cell in CELLS:
         name = "/".join(cell)

@@ -70,6 +70,9 @@ def _argvs(store: Path, h: str) -> list[list[str]]:
         ["assign", "--store", s, "--incident", h, "--propose"],
         ["validate", "--store", s, "--incident", h, "--candidate", h],
         ["export", "--store", s, "--incident", h, "-o", "-"],
+        ["incident", "edit", "--store", s, h, "--title", h],
+        # Refused before any socket opens: a hostile host is never a loopback address.
+        ["serve", "--store", s, "--host", h],
     ]
 
 

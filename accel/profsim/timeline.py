@@ -1,5 +1,5 @@
-"""One run as a profiler records it: every span, launch, kernel and copy, and each request's
-exclusive stage times (the truth the events reproduce when attributed)."""
+"""One profsim run: arrivals, the queue (serial batches or continuous batching), and each
+request's exclusive stage times, with the events a profiler records (accel.profsim.events)."""
 
 from __future__ import annotations
 
@@ -11,25 +11,13 @@ import numpy as np
 
 from accel.ops import F64
 from accel.profiles import HardwareProfile
+from accel.profsim.device import exec_layout, kernels
+from accel.profsim.events import DeviceWork, Events, HostWork, record
 from accel.profsim.world import Reality, Service
 from accel.stages import STAGES
-from accel.synth_columns import quantize_us
+from accel.synth.columns import quantize_us
 
-# One layer: (kernel name, matmul?, input width, output width) in units of `hidden`.
-_OPS: Final[tuple[tuple[str, bool, int, int], ...]] = (
-    ("qkv", True, 1, 3),
-    ("attn", False, 3, 1),
-    ("up", True, 1, 4),
-    ("down", True, 4, 1),
-)
-_FUSED: Final[tuple[bool, ...]] = (False, False, True, True)  # the MLP a fusing compiler merges
-_SYNC_US: Final[float] = 2.0  # a barrier's own cost when nobody is late
 _VOCAB: Final[int] = 4096
-HOST_PID: Final[int] = 1
-DEVICE_PID: Final[int] = 0
-
-# Event columns (one entry per event). Unknown: -1, NaN or "".
-Events = dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -45,143 +33,6 @@ class Timeline:
     batch_size: np.ndarray  # serial: members; continuous: requests in flight at start
     seq: np.ndarray
     drifted: np.ndarray
-
-
-class _Builder:
-    """Events in blocks of numpy columns."""
-
-    def __init__(self) -> None:
-        self.blocks: list[Events] = []
-        self.n = 0
-
-    def add(self, n: int, **cols: object) -> np.ndarray:
-        """Append n events; returns their indices (event ids)."""
-        block: Events = {}
-        for k, v in cols.items():
-            arr = np.asarray(v)
-            block[k] = np.broadcast_to(arr, (n,)).copy() if arr.ndim == 0 else arr.reshape(n)
-        self.blocks.append(block)
-        ids = np.arange(self.n, self.n + n, dtype=np.int64)
-        self.n += n
-        return ids
-
-    def concat(self) -> Events:
-        defaults: dict[str, object] = {
-            "req": -1,
-            "stage": "",
-            "category": "",
-            "name": "",
-            "ts": np.nan,
-            "dur": np.nan,
-            "pid": HOST_PID,
-            "tid": -1,
-            "stream": -1,
-            "core": -1,
-            "corr": -1,
-            "parent": -1,
-            "shape": "",
-            "flops": np.nan,
-            "bytes": np.nan,
-            "kernel": "",
-            "fallback": False,
-            "recompile": False,
-            "predicted": np.nan,
-        }
-        out: Events = {}
-        for k, d in defaults.items():
-            parts = [
-                b[k] if k in b else np.full(len(next(iter(b.values()))), d) for b in self.blocks
-            ]
-            out[k] = np.concatenate(parts)
-        return out
-
-
-def _kernels(
-    hw: HardwareProfile,
-    s: Service,
-    r: Reality,
-    seq: np.ndarray,
-    fallback: np.ndarray,
-    rng: np.random.Generator,
-) -> dict[str, np.ndarray]:
-    """Per (request, layer, op, core): duration, flops, bytes, names, the compiler's estimate."""
-    n, L, NOPS, C = seq.size, s.layers, len(_OPS), s.cores
-    h = float(s.hidden)
-    shape4 = (n, L, NOPS, C)
-    rows = np.broadcast_to(np.ceil(seq / C)[:, None, None, None], shape4).astype(np.float64)
-    mm = np.broadcast_to(np.array([o[1] for o in _OPS])[None, None, :, None], shape4)
-    k_in = np.broadcast_to(np.array([o[2] * h for o in _OPS])[None, None, :, None], shape4)
-    n_out = np.broadcast_to(np.array([o[3] * h for o in _OPS])[None, None, :, None], shape4)
-    fb = np.broadcast_to(fallback[:, None, None, None], shape4) & mm
-    fused = np.broadcast_to(np.array(_FUSED)[None, None, :, None], shape4) & (s.fusion_spill > 0)
-    flops = np.where(mm, 2.0 * rows * k_in * n_out, 6.0 * rows * k_in)
-    nbytes = np.where(mm, k_in * n_out * 2.0 / C, 0.0) + rows * (k_in + n_out) * 2.0
-    spill = np.where(fused, s.fusion_spill * rows * 4.0 * h * 2.0, 0.0)
-    peak, bw = hw.peak_dense_bf16_flops / C, hw.hbm_bw / C
-    c = np.where(mm, flops / (peak * r.compute_eff), flops / (hw.vector_flops / C * r.compute_eff))
-    c = np.where(fb, c / s.fallback_eff, c) * 1e6
-    m = nbytes / (bw * r.bw_eff) * 1e6
-    busy = np.maximum(c, m) + (1.0 - r.overlap) * np.minimum(c, m)
-    busy = busy + spill * r.spill_penalty / (bw * r.bw_eff) * 1e6
-    kind = np.where(fb, 4, np.broadcast_to(np.arange(NOPS)[None, None, :, None], shape4))
-    dur = busy * np.asarray(r.bias)[kind] * rng.lognormal(0.0, r.op_noise, shape4)
-    if s.slow_core >= 0:
-        dur = dur + np.where(
-            np.arange(C)[None, None, None, :] == s.slow_core, s.slow_core_us * np.median(dur), 0.0
-        )
-    # What the compiler believed: nominal peak and bandwidth, no overlap, no spill.
-    est = np.maximum(np.where(mm, flops / peak, flops / (hw.vector_flops / C)), nbytes / bw) * 1e6
-    est = (est + hw.launch_overhead_us) * rng.lognormal(0.0, 0.1, shape4)
-    names = np.array([o[0] for o in _OPS])[None, None, :, None]
-    kname = np.where(fused, np.char.add("fused_mlp_", names), np.char.add("gemm_", names))
-    kname = np.where(mm, kname, np.char.add("ew_", names))
-    kname = np.where(fb, "gemm_generic_fallback", kname)
-    return {
-        "dur": quantize_us(dur),
-        "flops": flops,
-        "bytes": nbytes + spill,
-        "rows": rows,
-        "k": k_in,
-        "n": n_out,
-        "mm": mm,
-        "fallback": fb,
-        "predicted": np.where(fb, np.nan, est),
-        "kernel": np.broadcast_to(kname, shape4),
-    }
-
-
-def _exec_layout(
-    kdur: np.ndarray, launch_us: float, stall: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Offsets within the execution stage: launch starts, kernel starts, layer starts and ends.
-
-    The host launches (op, core) kernels one after another; a kernel starts when launched and
-    when its stream (core) is free; the layer's barrier waits for the last kernel, plus a stall.
-    """
-    n, L, NOPS, C = kdur.shape
-    launch = np.zeros((n, L, NOPS, C))
-    kstart = np.zeros((n, L, NOPS, C))
-    layer_start = np.zeros((n, L))
-    layer_end = np.zeros((n, L))
-    t = np.zeros(n)
-    seq_idx = np.arange(NOPS * C).reshape(NOPS, C) * launch_us
-    for layer in range(L):  # a handful of layers: the loop is over the model, not the data
-        layer_start[:, layer] = t
-        launch[:, layer] = t[:, None, None] + seq_idx[None, :, :]
-        free = t[:, None] + np.zeros((n, C))
-        for o in range(NOPS):
-            st = np.maximum(launch[:, layer, o, :] + launch_us, free)
-            kstart[:, layer, o, :] = st
-            free = st + kdur[:, layer, o, :]
-        last_launch = t + NOPS * C * launch_us
-        t = np.maximum(free.max(axis=1), last_launch) + _SYNC_US + stall[:, layer]
-        layer_end[:, layer] = t
-    return (
-        quantize_us(launch),
-        quantize_us(kstart),
-        quantize_us(layer_start),
-        quantize_us(layer_end),
-    )
 
 
 def _serial_starts(
@@ -241,7 +92,7 @@ def simulate(
 ) -> tuple[Timeline, float]:
     """Generate one run; returns it and its mean inter-arrival gap (µs)."""
     rng = np.random.default_rng(seed)
-    n, L, NOPS, C = s.n_requests, s.layers, len(_OPS), s.cores
+    n, L = s.n_requests, s.layers
     hs = r.host_scale
     buckets = np.asarray(s.seq_buckets)
     seq = buckets[rng.choice(buckets.size, size=n, p=np.asarray(s.seq_probs))]
@@ -262,7 +113,7 @@ def simulate(
 
     # --- kernels --------------------------------------------------------------------------------
     fallback = drifted & (s.unseen == "fallback")
-    k = _kernels(hw, s, r, seq, fallback, rng)
+    k = kernels(hw, s, r, seq, fallback, rng)
     kdur = k["dur"]
     layer_nominal = kdur.sum(axis=2).max(axis=2)  # (n, L) without launches or stalls
     stall = np.zeros((n, L))
@@ -273,10 +124,7 @@ def simulate(
         stall = np.where(hit, quantize_us(size), 0.0)
     launch_us = quantize_us(np.asarray(r.launch_us)).item()
 
-    def exec_total(kd: np.ndarray) -> F64:
-        return _exec_layout(kd, launch_us, stall)[3][:, -1]
-
-    exec_us = exec_total(kdur)
+    exec_us = exec_layout(kdur, launch_us, stall)[3][:, -1]
     base = lookup + plan + h2d + exec_us + d2h + post
     med = float(np.median(base))
     compile_us = np.zeros(n)
@@ -310,7 +158,7 @@ def simulate(
         kdur = quantize_us(kdur * stretch[:, None, None, None])
         k["dur"] = kdur
         batch, bsize = np.full(n, -1, dtype=np.int64), inflight
-    launch, kstart, layer_start, layer_end = _exec_layout(kdur, launch_us, stall)
+    launch, kstart, layer_start, layer_end = exec_layout(kdur, launch_us, stall)
     exec_us = layer_end[:, -1]
 
     # --- stage times: contiguous pieces of each request's window -----------------------------
@@ -324,80 +172,9 @@ def simulate(
     latency = stage.sum(axis=1)
 
     # --- events ---------------------------------------------------------------------------------
-    b = _Builder()
-    tid = 10_000 + np.arange(n)
-    req = np.arange(n)
-    shape_in = np.char.add(np.char.add("[[1,", seq.astype(str)), f",{s.hidden}]]")
-    ann = b.add(n, req=req, stage="", category="user_annotation",
-                name=np.char.add("request#", req.astype(str)), ts=arrival, dur=latency, tid=tid)  # fmt: skip
-    b.add(n, req=req, stage="ingress", category="cpu_op", name="serving.admission", ts=arrival,
-          dur=admit, tid=tid, parent=ann, shape=shape_in)  # fmt: skip
-    waits = np.flatnonzero(start > ready)
-    b.add(waits.size, req=waits, stage="ingress", category="user_annotation", name="wait_for_batch",
-          ts=ready[waits], dur=(start - ready)[waits], tid=tid[waits], parent=ann[waits])  # fmt: skip
-    t = start.copy()
-    b.add(n, req=req, stage="lowering", category="cpu_op", name="TorchDynamo Cache Lookup", ts=t,
-          dur=lookup, tid=tid, parent=ann)  # fmt: skip
-    t = t + lookup
-    cmp = np.flatnonzero(compile_us > 0)
-    b.add(cmp.size, req=cmp, stage="lowering", category="cpu_op", name="backend_compile",
-          ts=t[cmp], dur=compile_us[cmp], tid=tid[cmp], parent=ann[cmp], recompile=True)  # fmt: skip
-    t = t + compile_us
-    b.add(n, req=req, stage="scheduling", category="cpu_op", name="memory_plan", ts=t, dur=plan,
-          tid=tid, parent=ann)  # fmt: skip
-    t = t + plan
-    corr = [0]
-
-    def copy(device_name: str, stage_id: str, ts: F64, dur: F64, nbytes: F64) -> None:
-        c0 = corr[0]
-        cr = np.arange(c0, c0 + n)
-        corr[0] += n
-        host = b.add(n, req=req, stage="execution", category="cuda_runtime",
-                     name="cudaMemcpyAsync", ts=ts, dur=dur, tid=tid, parent=ann, corr=cr)  # fmt: skip
-        b.add(n, req=req, stage=stage_id, category="gpu_memcpy", name=device_name, ts=ts, dur=dur,
-              pid=DEVICE_PID, tid=7, stream=7, corr=cr, parent=host, bytes=nbytes)  # fmt: skip
-
-    copy("Memcpy HtoD (Pinned -> Device)", "scheduling", t, h2d, h2d_bytes)
-    t = t + h2d
-    # execution: launches on the request thread, kernels on one stream per (slot, core)
-    shape4 = kdur.shape
-    nk = kdur.size
-    r4 = np.broadcast_to(req[:, None, None, None], shape4).ravel()
-    cr = np.arange(corr[0], corr[0] + nk)
-    corr[0] += nk
-    lts = (t[:, None, None, None] + launch).ravel()
-    host = b.add(nk, req=r4, stage="execution", category="cuda_runtime", name="cudaLaunchKernel",
-                 ts=lts, dur=launch_us, tid=tid[r4], parent=ann[r4], corr=cr)  # fmt: skip
-    core4 = np.broadcast_to(np.arange(C)[None, None, None, :], shape4).ravel()
-    stream = 20 + lane[r4] * C + core4
-    dims_mm = np.char.add(
-        np.char.add(np.char.add("[[", k["rows"].astype(np.int64).astype(str)), ","),
-        k["k"].astype(np.int64).astype(str),
-    )
-    dims = np.where(
-        k["mm"],
-        np.char.add(np.char.add(np.char.add(dims_mm, "],["), k["k"].astype(np.int64).astype(str)),
-                    np.char.add(np.char.add(",", k["n"].astype(np.int64).astype(str)), "]]")),
-        np.char.add(dims_mm, "]]"),
-    )  # fmt: skip
-    b.add(nk, req=r4, stage="execution", category="kernel",
-          name=k["kernel"].ravel(), ts=(t[:, None, None, None] + kstart).ravel(), dur=kdur.ravel(),
-          pid=DEVICE_PID, tid=stream, stream=stream, core=core4, corr=cr, parent=host,
-          shape=dims.ravel(), flops=k["flops"].ravel(), bytes=k["bytes"].ravel(),
-          kernel=k["kernel"].ravel(), fallback=k["fallback"].ravel(),
-          predicted=k["predicted"].ravel())  # fmt: skip
-    last_launch = layer_start + NOPS * C * launch_us
-    nl = n * L
-    rl = np.repeat(req, L)
-    b.add(nl, req=rl, stage="execution", category="cuda_runtime", name="cudaStreamSynchronize",
-          ts=(t[:, None] + last_launch).ravel(), dur=(layer_end - last_launch).ravel(),
-          tid=tid[rl], parent=ann[rl])  # fmt: skip
-    t = t + exec_us
-    copy("Memcpy DtoH (Device -> Pageable)", "assembly", t, d2h, d2h_bytes)
-    t = t + d2h
-    b.add(n, req=req, stage="assembly", category="cpu_op", name="postprocess", ts=t, dur=post,
-          tid=tid, parent=ann)  # fmt: skip
-    events = b.concat()
+    host = HostWork(admit, lookup, compile_us, plan, h2d, h2d_bytes, d2h, d2h_bytes, post)
+    device = DeviceWork(k, launch, kstart, layer_start, layer_end, launch_us, lane)
+    events = record(s, seq, arrival, ready, start, latency, host, device)
     timeline = Timeline(
         events=events,
         arrival_us=arrival,

@@ -9,17 +9,23 @@ from typing import Any, TextIO
 
 
 def add_parser(sub: Any) -> None:
+    from workbench.store.importers import describe_formats
+
     p = sub.add_parser(
         "ingest",
-        help="import Kineto / Chrome-trace JSON (gzip ok) or Parquet into a store",
+        help="import trace files (Kineto JSON, nsys SQLite, ...) or Parquet into a store",
         description="Import trace files into a store; each file becomes one run, all-or-nothing.",
+        epilog="trace formats found (recognised by content):\n"
+        + describe_formats()
+        + "\n  parquet        schema-v1 events Parquet, or another store (merged run by run)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "files",
         nargs="+",
         type=Path,
         metavar="FILE",
-        help="Chrome/Kineto JSON (gzip ok), a schema-v1 events Parquet, or another store",
+        help="a trace file of a format listed below, a schema-v1 events Parquet, or a store",
     )
     p.add_argument("--store", type=Path, required=True, metavar="DIR")
     p.add_argument("--run-id", default=None, metavar="ID", help="run id (one FILE only)")
@@ -70,6 +76,7 @@ class Bar:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.cli import interrupts
     from workbench.errors import WorkbenchError
     from workbench.store.ingest import ingest, parse_tags
 
@@ -77,20 +84,58 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("--run-id", "can name only one FILE's run; give one FILE")
     tags = parse_tags(args.tag)
     bar = Bar(sys.stderr) if sys.stderr.isatty() else None
-    for path in args.files:
-        try:
-            report = ingest(
-                args.store,
-                path,
-                run_id=args.run_id,
-                label=args.label,
-                tags=tags,
-                compile_log=args.compile_log,
-                request_pattern=args.request_pattern,
-                progress=bar,
-            )
-        finally:
-            if bar is not None:
-                bar.clear()
-        print("\n".join(report.lines()))
+    before: set[str] | None = None
+    current: Path | None = None
+    try:
+        before = _committed(args.store)
+        for current in args.files:
+            try:
+                report = ingest(
+                    args.store,
+                    current,
+                    run_id=args.run_id,
+                    label=args.label,
+                    tags=tags,
+                    compile_log=args.compile_log,
+                    request_pattern=args.request_pattern,
+                    progress=bar,
+                )
+            finally:
+                if bar is not None:
+                    bar.clear()
+            print("\n".join(report.lines()), flush=True)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        code = 130 if isinstance(exc, KeyboardInterrupt) else exc.code
+        if not isinstance(code, int) or code <= 128:
+            raise  # an exit that no signal caused
+        print(_interrupted(code, args.store, before, current), file=sys.stderr, flush=True)
+        interrupts.reported()
+        return code
     return 0
+
+
+def _committed(store: Path) -> set[str]:
+    from workbench.store.layout import run_ids
+
+    return set(run_ids(store))
+
+
+def _interrupted(code: int, store: Path, before: set[str] | None, current: Path | None) -> str:
+    """One line that says what a signal left: which runs were committed, or that none was.
+
+    A commit's renames finish before a signal is handled (layout.commit_run), so the store
+    holds each run whole or not at all, and its runs say which.
+    """
+    import signal
+
+    try:
+        name = signal.Signals(code - 128).name
+    except ValueError:
+        name = f"signal {code - 128}"
+    where = f" while importing {current}" if current is not None else ""
+    new = sorted(_committed(store) - before) if before is not None else []
+    if new:
+        done = f"committed run{'s' if len(new) > 1 else ''} {', '.join(new)}; nothing else written"
+    else:
+        done = "nothing was written; the store is as it was"
+    return f"workbench: interrupted by {name}{where}: {done}"

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from workbench.cli import interrupts
 from workbench.errors import WorkbenchError
 from workbench.terminal_text import TerminalSafeWriter, for_terminal
 
@@ -30,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "assign": "assign_cmd",
     "validate": "validate_cmd",
     "export": "export_cmd",
+    "serve": "serve_cmd",
 }
 
 
@@ -78,9 +80,10 @@ def _open_app(argv: Sequence[str]) -> int:
 
 def _exit_cleanly_on_hangup() -> None:
     """A dropped SSH session (SIGHUP) or a SIGTERM unwinds like Ctrl-C, so that a store or
-    incident write in progress is rolled back instead of cut off."""
+    incident write in progress is rolled back instead of cut off, and exits with one line."""
 
     def _raise(signum: int, _frame: object) -> None:
+        interrupts.note(signum)
         raise SystemExit(128 + signum)
 
     for sig in (signal.SIGHUP, signal.SIGTERM):

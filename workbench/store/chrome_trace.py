@@ -6,6 +6,7 @@ alive at a time; everything kept is held in numpy arrays and Arrow buffers.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import re
 import threading
@@ -163,12 +164,19 @@ def read_source(
                         break
                     digest.update(chunk)
                     done += len(chunk)
-                    out += inflate.decompress(chunk)  # type: ignore[union-attr]
+                    limit = inflated_limit(total)
+                    out += inflate.decompress(chunk, limit - len(out) + 1)  # type: ignore[union-attr]
                     # Concatenated gzip members are one stream to gzip(1); follow them.
                     while inflate.eof and inflate.unused_data:  # type: ignore[union-attr]
                         rest = inflate.unused_data  # type: ignore[union-attr]
                         inflate = zlib.decompressobj(wbits=31)
-                        out += inflate.decompress(rest)
+                        out += inflate.decompress(rest, max(limit - len(out) + 1, 1))
+                    if len(out) > limit or inflate.unconsumed_tail:  # type: ignore[union-attr]
+                        raise WorkbenchError(
+                            subject,
+                            f"gzip data inflates past {limit / 1e9:.1f} GB ({INFLATE_RATIO}x the "
+                            "file plus 256 MB): refused as a decompression bomb",
+                        )
                 if progress is not None:
                     progress(IngestProgress(subject, "read", done, total, 0))
         except zlib.error as exc:
@@ -184,7 +192,39 @@ def read_source(
         data = out
     if re.search(rb"\S", data) is None:
         raise WorkbenchError(subject, "file is empty")
-    return data, digest.hexdigest()
+    return as_utf8(data, subject), digest.hexdigest()
+
+
+# Trace JSON gzips 10-20x (the shared real traces); this leaves room for very repetitive
+# traces while a decompression bomb (deflate reaches ~1000x) stops early.
+INFLATE_RATIO = 200
+_INFLATE_FLOOR = 256 << 20
+
+
+def inflated_limit(compressed: int) -> int:
+    """The most bytes a gzip file of `compressed` bytes may inflate to."""
+    return INFLATE_RATIO * compressed + _INFLATE_FLOOR
+
+
+def as_utf8(data: bytearray, subject: str) -> bytearray:
+    """JSON text as UTF-8: a UTF-8 byte order mark dropped, UTF-16 (with a mark, or told by
+    its zero bytes) transcoded, as editors on Windows save it."""
+    if data[:3] == codecs.BOM_UTF8:
+        del data[:3]
+        return data
+    head = bytes(data[:2])
+    if head in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        encoding = "utf-16"
+    elif len(data) >= 2 and data[0] != 0 and data[1] == 0:
+        encoding = "utf-16-le"
+    elif len(data) >= 2 and data[0] == 0 and data[1] != 0:
+        encoding = "utf-16-be"
+    else:
+        return data
+    try:
+        return bytearray(bytes(data).decode(encoding).encode("utf-8"))
+    except UnicodeError as exc:
+        raise WorkbenchError(subject, f"text looks like UTF-16 but does not decode: {exc}") from exc
 
 
 H = TypeVar("H", bound=msgspec.Struct)
@@ -230,6 +270,8 @@ def split_events(
     if first == ord("{"):
         try:
             header = msgspec.json.decode(data, type=file_type)
+        except RecursionError:
+            raise WorkbenchError(subject, TOO_DEEP) from None
         except msgspec.MsgspecError as exc:
             if "truncated" in str(exc):
                 raise WorkbenchError(subject, "JSON object is truncated (file cut off)") from exc
@@ -262,6 +304,7 @@ def split_events(
 
 
 _DECODER = msgspec.json.Decoder(list[TraceEvent])
+TOO_DEEP = "JSON nested too deeply (event args nested past the decoder's depth limit)"
 
 
 def _chunks(
@@ -276,6 +319,8 @@ def _chunks(
             try:
                 events = _decode_between(data, pos, cut)
                 break
+            except RecursionError:
+                raise WorkbenchError(subject, TOO_DEEP) from None
             except msgspec.ValidationError as exc:
                 raise WorkbenchError(subject, _json_problem(exc)) from exc
             except msgspec.DecodeError as exc:
@@ -350,6 +395,17 @@ def _salvage(data: Buffer, pos: int, end: int, subject: str) -> list[TraceEvent]
     return []
 
 
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+# Microseconds a float64 holds exactly (285 years): a ts or dur past it is no real trace's.
+TIME_LIMIT_US = float(1 << 53)
+
+
+class _PastInt64(ValueError):
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.value = value
+
+
 class _Keys:
     """Integer keys for pid/tid values, which may be numbers or strings ("Spans")."""
 
@@ -363,6 +419,9 @@ class _Keys:
             return ints, np.ones(len(values), dtype=np.bool_), ints
         except (TypeError, ValueError, OverflowError):
             pass
+        for v in values:
+            if v.__class__ is int and not _I64_MIN <= v <= _I64_MAX:
+                raise _PastInt64(v)
         codes = self.strings
         keys = [
             v if v.__class__ is int else codes.setdefault(str(v), -(1 << 62) - len(codes))
@@ -445,8 +504,15 @@ class ColumnBuilder:
         self.read.update(phs)
         codes = _phase_codes(phs)
         del phs
-        pid, pid_valid, pid_key = self.keys.column([e.pid for e in events])
-        tid, tid_valid, tid_key = self.keys.column([e.tid for e in events])
+        try:
+            pid, pid_valid, pid_key = self.keys.column([e.pid for e in events])
+            tid, tid_valid, tid_key = self.keys.column([e.tid for e in events])
+            flow_ids = [events[i].id for i in np.flatnonzero(_FLOW[codes]).tolist()]
+            flow_keys = self.flow_keys.column(flow_ids)[2] if flow_ids else None
+        except _PastInt64 as exc:
+            raise WorkbenchError(
+                self.subject, f"a pid, tid or id of {exc.value} is past the 64-bit integer range"
+            ) from None
         thread = thread_key(pid_key, tid_key)
         ts = np.array([e.ts for e in events], dtype=np.float64)
         keep = _ROW[codes]
@@ -482,9 +548,8 @@ class ColumnBuilder:
             self._put(self.e_parts, index=e_idx + base, thread=thread[e_idx], ts=ts[e_idx])
         f_idx = np.flatnonzero(_FLOW[codes])
         if f_idx.size:
-            _, _, fid = self.flow_keys.column([events[i].id for i in f_idx.tolist()])
             self._put(
-                self.flow_parts, flow_id=fid, phase=codes[f_idx], thread=thread[f_idx],
+                self.flow_parts, flow_id=flow_keys, phase=codes[f_idx], thread=thread[f_idx],
                 ts=ts[f_idx],
             )  # fmt: skip
         for i in np.flatnonzero(codes == ord("M")).tolist():
@@ -525,6 +590,16 @@ class ColumnBuilder:
         if (dur < 0).any():
             warnings.append(f"{int((dur < 0).sum())} events with negative dur were set to 0")
             dur = np.maximum(dur, 0.0)
+        huge = ~(np.abs(ts) <= TIME_LIMIT_US) | ~(dur <= TIME_LIMIT_US)
+        if keep_rows is not None:
+            huge &= keep_rows
+        out_of_range = Counter(chr(c) for c in phase[huge].tolist())
+        if out_of_range:
+            warnings.append(
+                f"{int(huge.sum())} events with ts or dur past 2**53 us (285 years, or not "
+                "finite) were skipped"
+            )
+            keep_rows = ~huge if keep_rows is None else keep_rows & ~huge
         f = self._cat(self.flow_parts)
         flows = Flows(f("flow_id", np.int64), f("phase", np.uint8), f("thread", np.int64),
                       f("ts", np.float64))  # fmt: skip
@@ -552,6 +627,9 @@ class ColumnBuilder:
         if keep_rows is not None:
             _filter(cols, keep_rows)
         self._count(cols, matched)
+        for ph, n in out_of_range.items():
+            key = "B/E" if ph == "B" else ph
+            cols.skipped_by_phase[key] = cols.skipped_by_phase.get(key, 0) + n
         return cols, keep_rows
 
     def _cat(self, parts: dict[str, list[Any]]) -> Any:

@@ -240,7 +240,6 @@ def _commit_locked(store: Path, tables: RunTables, run_id: str, source: str) -> 
     base = _clear_staging(store)
     if final_run.exists():
         raise RunExists(source, f"run {run_id!r} already exists in {store}")
-    made_base = not base.exists()
     stage = base / uuid.uuid4().hex
     created: list[Path] = []
     moved: list[Path] = []
@@ -289,5 +288,4 @@ def _commit_locked(store: Path, tables: RunTables, run_id: str, source: str) -> 
             fsync_dir(final_run.parent)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-        if made_base:
-            _remove_empty([base])
+        _remove_empty([base])  # only the lock holder stages: nobody else is using it

@@ -18,6 +18,8 @@ from workbench.errors import WorkbenchError
 from workbench.store import schema
 from workbench.store.attribution import Requests, assign, exclusive_times, find_requests
 from workbench.store.chrome_trace import thread_key
+from workbench.store.engine_steps import UNIT as ENGINE_STEP
+from workbench.store.engine_steps import step_facts
 from workbench.store.integrity import verify_run
 from workbench.store.kineto import DEVICE_CATEGORIES, category_mask
 from workbench.store.layout import (
@@ -26,6 +28,7 @@ from workbench.store.layout import (
     check_run_id,
     commit_run,
     partition_dir,
+    read_run_row,
     run_file,
     run_ids,
 )
@@ -83,13 +86,7 @@ def ingest_parquet(
             plans.append(RunTables(run, events, requests, schema.COMPILES_FILE.empty_table()))
         fmt = "parquet-events"
     # Check every run before writing any, so a conflict leaves the store untouched.
-    todo: list[RunTables] = []
-    for t in plans:
-        meta = t.run.schema.metadata or {}
-        fp_run = meta.get(FINGERPRINT_KEY, b"").decode()
-        sha_run = str(t.run.column("source_sha256")[0].as_py())
-        if not existing_matches(store, t.run_id, sha_run, fp_run, subject):
-            todo.append(t)
+    todo = [t for t in plans if not _already_there(store, t, fmt, subject)]
     done: list[str] = []
     try:
         for t in todo:
@@ -98,10 +95,7 @@ def ingest_parquet(
                 commit_run(store, t, source=subject)
             except RunExists:
                 # Committed meanwhile by an identical import (two at once): nothing to do.
-                meta = t.run.schema.metadata or {}
-                sha_run = str(t.run.column("source_sha256")[0].as_py())
-                fp_run = meta.get(FINGERPRINT_KEY, b"").decode()
-                if existing_matches(store, t.run_id, sha_run, fp_run, subject):
+                if _already_there(store, t, fmt, subject):
                     continue
                 raise
             done.append(t.run_id)
@@ -140,6 +134,35 @@ def ingest_parquet(
         unattributed_by_category=unattributed(cats, codes) if todo else {},
         seconds=time.perf_counter() - started,
     )
+
+
+def _already_there(store: Path, t: RunTables, fmt: str, subject: str) -> bool:
+    """True when the store holds this very run; error when its id holds another.
+
+    A run copied from another store is the same when its runs row is (imported_at included;
+    synthetic runs have no source hash); else the same import is the same source hash and
+    import options.
+    """
+    if fmt == "store":
+        row = read_run_row(store, t.run_id)
+        if row is None:
+            return False
+        if row == _conform_row(t.run):
+            return True
+    meta = t.run.schema.metadata or {}
+    fp_run = meta.get(FINGERPRINT_KEY, b"").decode()
+    sha_run = str(t.run.column("source_sha256")[0].as_py())
+    return existing_matches(store, t.run_id, sha_run, fp_run, subject)
+
+
+def _conform_row(run: pa.Table) -> dict[str, object]:
+    """The runs row as read_run_row gives it back from the store."""
+    cols = {
+        f.name: run.column(f.name)[0].as_py() if f.name in run.column_names else None
+        for f in schema.RUNS
+    }
+    row: dict[str, object] = pa.Table.from_pylist([cols], schema=schema.RUNS).to_pylist()[0]
+    return row
 
 
 def _remove_runs(store: Path, ids: list[str]) -> None:
@@ -282,7 +305,10 @@ def _attribute_events(
         names = ["run"] if req.unit == "run" else name.take(pa.array(req.event)).to_pylist()
     excl = exclusive_times(req, request_of, ts, end, stage, prio)
     ids = names if given_req.null_count < len(given_req) else None
-    requests = request_rows(req, excl, names, ids, 0.0, request_of, ts, events.column("shape"))
+    steps = step_facts(rules, names) if req.unit == ENGINE_STEP else None
+    requests = request_rows(
+        req, excl, names, ids, 0.0, request_of, ts, events.column("shape"), steps=steps
+    )
     rid_arr = requests.column("request_id").combine_chunks()
     events = events.set_column(
         events.schema.get_field_index("request_id"),

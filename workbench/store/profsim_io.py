@@ -14,7 +14,7 @@ from typing import Any, Final
 import numpy as np
 
 from accel.profsim import Run
-from accel.profsim.timeline import DEVICE_PID
+from accel.profsim.events import DEVICE_PID
 from accel.stages import STAGES
 from workbench.store import layout
 from workbench.store.ingest import ingest
