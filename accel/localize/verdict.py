@@ -362,8 +362,9 @@ def _localize_triggered(
 
     scores.update({f"lowering.{k}": v for k, v in parts.items()})
     if decided_by == "direct" and decision.candidate == novel_at and novel is not None:
-        mech = novel_mechanism(novel)
-        mechanism_of(origin, failing, comparator, parts, scores)  # scores only
+        # A graph break splits the graph into more regions (new kernels too): it names itself.
+        by_rule = mechanism_of(origin, failing, comparator, parts, scores)
+        mech = by_rule if by_rule == "graph_break" else novel_mechanism(novel)
         claims.append(
             Claim(
                 f"the failing run ran kernels the comparator never did: "
