@@ -194,6 +194,11 @@ def localize(
             claims.append(Claim(f"{trig.outcome}: {noise}", {}, "traffic swap (queue re-run)"))
             common["outcome"], common["outcome_reason"] = trig.outcome, trig.reason
     if not trig.regression:
+        # Stated for every verdict: whether the queue model gives back each run's tail.
+        rerun = {
+            "failing": _rerun_doc(reproduction(observed_queue(fr), fr)),
+            "comparator": _rerun_doc(reproduction(observed_queue(cr), cr)),
+        }
         return Localization(
             triggered=False,
             origin_stage=None,
@@ -203,6 +208,7 @@ def localize(
             confidence=0.0,
             explained_share={},
             claims=claims,
+            rerun=rerun,
             **common,
         )
     return _localize_triggered(
