@@ -139,3 +139,20 @@ def test_degrades_without_names_batches_or_start_times() -> None:
     # time still shows the imbalance: the truth, scheduling / core_imbalance.
     assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
     assert any("swaps skipped" in c.text for c in loc.claims)
+
+
+def test_across_hardware_the_profiles_speak_first_and_the_pair_is_inconclusive() -> None:
+    pair = generate_pair(H100, "assembly", seed=7000, tables=False)
+    f, c = pair.failing.arrays, pair.comparator.arrays
+    loc = localize(f, c, H100, comparator_hw=TPU)
+    assert loc.outcome == "inconclusive" and not loc.triggered
+    assert loc.outcome_reason.startswith("hardware differs (h100 vs tpu-v5e)")
+    hg = loc.hardware_gap
+    # The comparator's ops predicted on the failing run's hardware against its own: a
+    # non-zero prediction, and what is left of the observed gap.
+    assert hg["predicted_gap_us"]["p95"] != 0.0
+    assert hg["remaining_gap_us"]["p95"] == pytest.approx(
+        loc.p95_gap_us - hg["predicted_gap_us"]["p95"], rel=1e-6
+    )
+    same = localize(f, c, H100, comparator_hw=H100)
+    assert same.outcome == "regression" and same.hardware_gap == {}

@@ -265,6 +265,8 @@ def test_the_practical_threshold_is_the_users_and_the_verdict_says_why(
     assert 0.0 <= v["origin_agreement"] <= 1.0 and doc["confidence"] <= v["origin_agreement"]
     strict = _json(capsys, [*base, "--min-gap", "50", "--json"])["verdict"]
     assert strict["outcome"] == "no regression" and "practical threshold" in strict["reason"]
+    # Every verdict says whether the queue re-run gave back each run's tail, and by how much.
+    assert strict["base_rerun"]["comparator"]["rel_error_p99"] is not None
     assert main([*base, "--min-gap", "50"]) == 0
     text = capsys.readouterr().out
-    assert "NO REGRESSION: " in text and "threshold" in text
+    assert "NO REGRESSION: " in text and "threshold" in text and "base queue re-run" in text

@@ -41,14 +41,17 @@ def kernel_table(ops: OpArrays, cost: OpCost, hw: HardwareProfile) -> KernelTabl
     """The run's modelled execution ops grouped by (request, op name and fallback flag): a
     name that now runs a fallback kernel is a changed decision too."""
     sel = np.flatnonzero((ops.stage == EXEC) & cost.modelled)
-    code, names = name_codes(ops, kernel_fallback=True)
-    code = code * 2 + ops.fallback.astype(np.int64)
+    name_at, names = name_codes(ops, kernel_fallback=True)
+    code = name_at[sel] * 2 + ops.fallback[sel]
     vocab = [v + suffix for v in names for suffix in ("", " [fallback]")]
     nk = max(len(vocab), 1)
-    key = ops.req[sel] * nk + code[sel]
+    key = ops.req[sel] * nk + code
+    del code
     gid, ng = dense_ids(key)
+    del key
     first = np.zeros(ng, dtype=np.int64)
     first[gid] = sel
+    kcode = (name_at[first] * 2 + ops.fallback[first]).astype(np.int64)
     obs = np.bincount(gid, np.nan_to_num(ops.observed_us[sel]), ng).astype(np.float64)
     pred = np.bincount(gid, cost.predicted_us[sel], ng).astype(np.float64)
     tuned_op = cost.predicted_us[sel].copy()
@@ -58,7 +61,7 @@ def kernel_table(ops: OpArrays, cost: OpCost, hw: HardwareProfile) -> KernelTabl
     tuned = np.bincount(gid, tuned_op, ng).astype(np.float64)
     fb = np.bincount(gid, ops.fallback[sel], ng) > 0
     fu = np.bincount(gid, ops.fusion_group[sel] >= 0, ng) > 0
-    return KernelTable(ops.req[first], code[first], obs, pred, tuned, fb, fu, vocab)
+    return KernelTable(ops.req[first], kcode, obs, pred, tuned, fb, fu, vocab)
 
 
 @dataclass(frozen=True)

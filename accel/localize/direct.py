@@ -109,12 +109,20 @@ def imbalance_us(ops: OpArrays, code: I64, n_req: int) -> F64:
         return np.zeros(n_req)
     n_core = int(ops.core[sel].max()) + 1
     nk = int(code.max(initial=0)) + 1
+    # Each temporary over the ops is dropped once used: on millions of kernel ops they are
+    # tens of MB each, made beside the other lane's work (a triage's memory high-water mark).
     group = ops.req[sel] * nk + code[sel]  # (request, kind)
-    cell, n_cells = dense_ids(group * n_core + ops.core[sel].astype(np.int64))
+    key = group * n_core
+    key += ops.core[sel]
+    cell, n_cells = dense_ids(key)
+    del key
     busy = np.bincount(cell, ops.observed_us[sel], n_cells)
+    del sel
     first = np.full(n_cells, -1, dtype=np.int64)
-    first[cell] = np.arange(sel.size)  # any op of the cell gives its group
+    first[cell] = np.arange(cell.size)  # any op of the cell gives its group
+    del cell
     g_of_cell = group[first]
+    del group, first
     gid, n_groups = dense_ids(g_of_cell)
     top = np.full(n_groups, -np.inf)
     np.maximum.at(top, gid, busy)

@@ -276,3 +276,21 @@ def arrival_rate(arrival: F64) -> float:
     a = a[np.isfinite(a)]
     span = float(a.max() - a.min()) if a.size > 1 else 0.0
     return (a.size - 1) / span if span > 0 else float("nan")
+
+
+def with_arrivals(qu: QueueState, other_arrival: F64) -> QueueState:
+    """The same queue fed by another run's traffic: the k-th arrival (in time order) moves to
+    the other run's arrival at the same rank (scaled in count when the runs differ in size),
+    job anchors with it; service and holds stay."""
+    a = qu.arrival
+    if a.size < 2 or other_arrival.size < 2:
+        return qu
+    order = np.argsort(a, kind="stable")
+    other = np.sort(np.asarray(other_arrival, dtype=np.float64))
+    rank = np.linspace(0.0, other.size - 1.0, a.size)
+    new_sorted = np.interp(rank, np.arange(other.size), other)
+    new_sorted = new_sorted - new_sorted[0] + a[order[0]]
+    arrival = np.empty(a.size)
+    arrival[order] = new_sorted
+    anchor = np.interp(qu.anchor, a[order], new_sorted)
+    return replace(qu, arrival=arrival, anchor=anchor)

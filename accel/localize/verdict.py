@@ -18,6 +18,7 @@ latency minus what it blames, no queue), and the confidence is capped at FALLBAC
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Final
 
 import numpy as np
@@ -47,7 +48,8 @@ from accel.localize.requeue import (
 )
 from accel.localize.residuals import Replayed, replayed, residual_shifts
 from accel.localize.swaps import plan_swaps
-from accel.localize.trigger import Trigger, TriggerPolicy
+from accel.localize.traffic import traffic_noise
+from accel.localize.trigger import NO_REGRESSION, Trigger, TriggerPolicy
 from accel.localize.trigger import decide as trigger
 from accel.ops import F64, RunArrays
 from accel.profiles import HardwareProfile
@@ -185,7 +187,18 @@ def localize(
         "threshold_basis": trig.threshold_basis,
         "hardware_gap": hw_doc,
     }
+    if trig.regression:
+        noise = traffic_noise(failing, comparator, trig, RESIDUAL_ALPHA)
+        if noise:
+            trig = replace(trig, outcome=NO_REGRESSION, reason=noise)
+            claims.append(Claim(f"{trig.outcome}: {noise}", {}, "traffic swap (queue re-run)"))
+            common["outcome"], common["outcome_reason"] = trig.outcome, trig.reason
     if not trig.regression:
+        # Stated for every verdict: whether the queue model gives back each run's tail.
+        rerun = {
+            "failing": _rerun_doc(reproduction(observed_queue(fr), fr)),
+            "comparator": _rerun_doc(reproduction(observed_queue(cr), cr)),
+        }
         return Localization(
             triggered=False,
             origin_stage=None,
@@ -195,6 +208,7 @@ def localize(
             confidence=0.0,
             explained_share={},
             claims=claims,
+            rerun=rerun,
             **common,
         )
     return _localize_triggered(
@@ -354,8 +368,9 @@ def _localize_triggered(
 
     scores.update({f"lowering.{k}": v for k, v in parts.items()})
     if decided_by == "direct" and decision.candidate == novel_at and novel is not None:
-        mech = novel_mechanism(novel)
-        mechanism_of(origin, failing, comparator, parts, scores)  # scores only
+        # A graph break splits the graph into more regions (new kernels too): it names itself.
+        by_rule = mechanism_of(origin, failing, comparator, parts, scores)
+        mech = by_rule if by_rule == "graph_break" else novel_mechanism(novel)
         claims.append(
             Claim(
                 f"the failing run ran kernels the comparator never did: "

@@ -85,9 +85,10 @@ def render(r: TriageResult) -> str:
             f"  explains {_pct(r.explained_share)} of the p99 gap ({r.explained_share_method})"
         )
         out.extend(_wrap(f"confidence: {v.get('confidence_method', '')}"))
-        out.extend(_wrap(_rerun_line(v.get("base_rerun", {}))))
     elif not v:
         out.append(f"  no significant tail regression (mechanism {r.mechanism})")
+    if v.get("base_rerun"):
+        out.extend(_wrap(_rerun_line(v["base_rerun"])))
     out.append(
         f"  p95 gap {_ci(r.p95_gap)} ms   p99 gap {_ci(r.p99_gap)} ms   "
         f"n={lat.n_failing}/{lat.n_comparator} (95% CI)"
