@@ -13,16 +13,16 @@ import pyarrow.compute as pc
 
 from workbench.errors import WorkbenchError
 from workbench.store import schema
-from workbench.store.chrome_trace import ColumnBuilder, read_source, split_events
+from workbench.store.chrome_trace import read_source
 from workbench.store.compile_log import compile_log_sha, load_compile_log
-from workbench.store.kineto import KinetoFile, concat_args, decode_args, run_metadata
+from workbench.store.kineto import run_metadata
 from workbench.store.layout import ID_RE, RunTables, check_run_id, commit_run
 from workbench.store.parquet_import import ingest_parquet
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
 from workbench.store.rules import DEFAULT_RULES, Rules, load_rules
 from workbench.store.run_row import existing_matches, fingerprint, run_row
-from workbench.store.trace_import import attribute
+from workbench.store.trace_decode import decode_trace
 
 PARQUET_MAGIC = b"PAR1"
 TORCH_COMPILE = "torch.compile"
@@ -204,29 +204,9 @@ def _import_trace(
 ) -> ImportReport:
     """Decode, attribute and commit one JSON trace (the body of ingest)."""
     subject = str(path)
-    check_cancel(cancel, subject)
-    warnings: list[str] = []
-    data = box.pop()
-    header, chunks = split_events(data, subject, KinetoFile, warnings)
-    n_bytes = len(data)
-    builder = ColumnBuilder(subject)
-    arg_parts = []
-    for events, done in chunks:
-        check_cancel(cancel, subject)
-        arg_parts.append(decode_args(builder.add(events), subject))
-        del events
-        if progress is not None:
-            progress(IngestProgress(subject, "decode", done, n_bytes, builder.seen))
-    del data, chunks
-    cols, keep = builder.finish()
-    args = concat_args(arg_parts, keep)
-    del arg_parts, builder
-    if cols.n == 0:
-        raise WorkbenchError(subject, "trace holds no events")
-    check_cancel(cancel, subject)
-    att = attribute(cols, args, rules, pattern)
-    if progress is not None:
-        progress(IngestProgress(subject, "attribute", n_bytes, n_bytes, cols.n))
+    dec = decode_trace(box, subject, rules, pattern, progress, cancel)
+    header, cols, att, n_bytes = dec.header, dec.cols, dec.att, dec.n_bytes
+    warnings = dec.warnings
     meta = run_metadata(header)
     if att.compilations and "compiler" not in meta:
         meta["compiler"] = TORCH_COMPILE
@@ -252,7 +232,6 @@ def _import_trace(
     if progress is not None:
         progress(IngestProgress(subject, "write", n_bytes, n_bytes, cols.n))
     commit_run(store, RunTables(run, att.events, att.requests, compiles), source=subject)
-    warnings += cols.warnings
     if att.request_unit == "run":
         warnings.append("no request annotations or profiler steps: the whole run is one request")
     return ImportReport(

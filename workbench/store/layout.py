@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,13 +140,37 @@ def _staging(store: Path) -> Iterator[Path]:
             shutil.rmtree(base, ignore_errors=True)
 
 
+def write_table(table: pa.Table, file_schema: pa.Schema, path: Path) -> None:
+    """One store file: `table` conformed to `file_schema`, zstd Parquet, fsynced."""
+    _write(_conform(table, file_schema), path)
+
+
+def stage_tables(stage: Path, tables: RunTables) -> None:
+    """A run's files in a staging directory, laid out as commit_staged renames them."""
+    write_table(tables.run, schema.RUNS, stage / "runs" / f"{tables.run_id}.parquet")
+    for name, file_schema in schema.PARTITIONED.items():
+        write_table(getattr(tables, name), file_schema, stage / name / PART_FILE)
+    if tables.events.num_rows >= op_table.MIN_EVENTS:
+        # Made from the staged file, so it lands with the run, in the same rename.
+        ids = [r for r in tables.requests.column("request_id").to_pylist() if r is not None]
+        op_table.write(stage / "events" / PART_FILE, ids)
+
+
 def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
     """Write one run all-or-nothing: stage every file, then rename into place, runs row last.
 
     Raises WorkbenchError naming `source` if the run exists or anything fails; the store is then
     exactly as it was.
     """
-    run_id = check_run_id(tables.run_id)
+    commit_staged(store, tables.run_id, lambda stage: stage_tables(stage, tables), source=source)
+
+
+def commit_staged(
+    store: Path, run_id: str, fill_stage: Callable[[Path], None], *, source: str
+) -> None:
+    """commit_run for a caller that writes the staged files itself (`fill_stage(stage)` lays
+    out runs/<id>.parquet and the partitions' part files, as stage_tables does)."""
+    run_id = check_run_id(run_id)
     final_run = run_file(store, run_id)
     targets = {name: partition_dir(store, name, run_id) for name in schema.PARTITIONED}
     created: list[Path] = []
@@ -163,14 +187,7 @@ def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
             for target in targets.values():
                 if target.exists():
                     shutil.rmtree(target)
-            _write(_conform(tables.run, schema.RUNS), stage / "runs" / f"{run_id}.parquet")
-            for name, file_schema in schema.PARTITIONED.items():
-                table = getattr(tables, name)
-                _write(_conform(table, file_schema), stage / name / PART_FILE)
-            if tables.events.num_rows >= op_table.MIN_EVENTS:
-                # Made from the staged file, so it lands with the run, in the same rename.
-                ids = [r for r in tables.requests.column("request_id").to_pylist() if r is not None]
-                op_table.write(stage / "events" / PART_FILE, ids)
+            fill_stage(stage)
             # Each path is recorded before the call that makes it, so that an interrupt landing
             # just after the system call still finds it to undo.
             for name in schema.PARTITIONED:
