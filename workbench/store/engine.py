@@ -94,7 +94,7 @@ def _dask(client: Any, address: str | None) -> Iterator[Engine]:
     own = client is None
     if own:
         try:
-            client = Client(address, timeout="10s", set_as_default=False)
+            client = Client(address, timeout="10s", set_as_default=False)  # type: ignore[no-untyped-call]
         except (OSError, TimeoutError) as exc:
             raise WorkbenchError(f"--scheduler {address}", f"cannot reach it: {exc}") from exc
     try:

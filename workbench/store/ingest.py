@@ -60,7 +60,7 @@ def default_run_id(path: Path) -> str:
     return check_run_id(name) if ID_RE.fullmatch(name) else check_run_id("run")
 
 
-def _compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
+def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
     if pattern is None:
         return None
     try:
@@ -139,7 +139,7 @@ def ingest(
     for key in tags:
         if not key:
             raise WorkbenchError(f"tag {key!r}", "empty tag key")
-    pattern = _compile_pattern(request_pattern)
+    pattern = compile_pattern(request_pattern)
     rules = load_rules(rules_path)
     if run_id is not None:
         check_run_id(run_id)
