@@ -6,6 +6,8 @@ them, file after file in path order, into the run's single staged Parquet file p
 process holds more than a few files' tables whatever the fleet's size. Every event and request
 keeps its host, rank and window; event ids stay unique as (file index << 32) + id in the file,
 request ids are prefixed with host.rank.window. The run commits all-or-nothing (layout).
+A fleet run gets no op table (store/op_table.py): building one holds every op of the run in one
+process, which is what this module avoids; `workbench triage` reads its ops from the Parquet.
 
 Where a file's host and rank come from: its Kineto header (hostname, distributedInfo.rank),
 else the name of the directory holding it for the host. Its window is its order among the
@@ -29,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from workbench.errors import WorkbenchError
-from workbench.store import layout, objstore, op_table, schema
+from workbench.store import layout, objstore, schema
 from workbench.store.chrome_trace import read_source
 from workbench.store.engine import Engine
 from workbench.store.ingest import compile_pattern, parse_tags
@@ -225,7 +227,7 @@ class _Merger:
         self.writers: dict[str, pq.ParquetWriter] = {}
         self.seen: Counter[tuple[str | None, int | None]] = Counter()
         self.members: list[dict[str, Any]] = []
-        self.request_ids: list[str] = []
+        self.requests = 0
         self.metas: list[dict[str, Any]] = []
         self.events = 0
         self.events_read = 0
@@ -263,7 +265,7 @@ class _Merger:
         rq = _fleet_columns(rq, r.host, r.rank, window).cast(schema.REQUESTS_FILE)
         self._writer("events").write_table(ev, row_group_size=256 * 1024)
         self._writer("requests").write_table(rq)
-        self.request_ids += [x for x in rq.column("request_id").to_pylist() if x is not None]
+        self.requests += rq.num_rows
         self.events += ev.num_rows
         self.events_read += r.events_read
         self.units.add(r.request_unit)
@@ -375,8 +377,6 @@ def ingest_fleet(
             schema.COMPILES_FILE,
             stage / "compiles" / layout.PART_FILE,
         )
-        if merger.events >= op_table.MIN_EVENTS:
-            op_table.write(stage / "events" / layout.PART_FILE, merger.request_ids)
         meta = merger.shared_meta()
         row = run_row(
             run_id,
@@ -414,7 +414,7 @@ def ingest_fleet(
         ranks=len({(x["host"], x["rank"]) for x in m.members}),
         windows=max(x["window"] for x in m.members) + 1,
         events=m.events,
-        requests=len(m.request_ids),
+        requests=m.requests,
         bytes_read=total,
         seconds=time.perf_counter() - started,
         engine=f"{engine.kind} ({engine.workers} worker{'s' if engine.workers > 1 else ''})",

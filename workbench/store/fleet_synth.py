@@ -139,13 +139,15 @@ def write_fleet(
     ops: int = 6,
     seed: int = 0,
     suffix: str = ".pt.trace.json",
+    flat: bool = False,
 ) -> list[Path]:
-    """One file per member under folder/<host>/; returns the paths in member order."""
+    """One file per member under folder/<host>/ (or folder/<host>_rank<r> when flat, as HTA
+    wants its trace_dir); returns the paths in member order."""
     paths = []
     for m in members:
-        d = folder / m.host
+        d = folder if flat else folder / m.host
         d.mkdir(parents=True, exist_ok=True)
-        p = d / f"rank{m.rank:03d}{suffix}"
+        p = d / (f"{m.host}_rank{m.rank:03d}{suffix}" if flat else f"rank{m.rank:03d}{suffix}")
         write_member(p, m, requests=requests, ops=ops, seed=seed, world=len(members))
         paths.append(p)
     return paths
