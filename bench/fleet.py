@@ -12,7 +12,9 @@ Then, each in a fresh process, side by side:
   - the same ingest into a moto S3 store (127.0.0.1), and `workbench fleet` whole-process
     times from S3 (a fresh mirror each time) against the same from local disk.
 Memory: the peak RSS of every process of the tree is sampled every 0.2 s (psutil); "largest
-process" is the highest single-process peak, "tree" the highest sum. Ends with one JSON line.
+process" is the highest single-process peak, "tree" the highest sum. CPU seconds (the process
+and its reaped children) are reported beside wall times: with sched_autogroup on a box shared
+with other sessions, more worker processes do not get more CPU. Ends with one JSON line.
 
     uv run python bench/fleet.py [--dir /tmp/wb_fleet] [--hosts 8] [--ranks 8]
         [--requests 3700] [--hta-python /work/venvs/hta-fleet/bin/python] [--repeat 3]
@@ -63,16 +65,17 @@ with open_engine(workers=1 if mode == "serial" else 2, client=client) as eng:
     view = fleet_view(store, ["canary"], engine=eng)
     triage_s = time.perf_counter() - t2
 c = view.failing
+if client is not None:
+    client.close(); cluster.close()
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({
     "ingest_s": ingest_s, "triage_s": triage_s, "cluster_s": cluster_s,
     "events": rep.events, "requests": rep.requests, "files": rep.files,
-    "worker_peak_mb": rep.worker_peak_rss_mb,
-    "self_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "worker_peak_mb": rep.worker_peak_rss_mb, "self_peak_mb": me.ru_maxrss / 1024,
+    "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
     "flagged": c.flagged, "top_host": c.hosts[0].key,
     "shared": [f"{s.key}={s.value}" for s in c.shared_tags if s.others == 0],
 }))
-if client is not None:
-    client.close(); cluster.close()
 """
 
 HTA = r"""
@@ -82,8 +85,11 @@ from hta.trace_analysis import TraceAnalysis
 t1 = time.perf_counter()
 a = TraceAnalysis(trace_dir=sys.argv[1])
 load_s = time.perf_counter() - t1
+import resource
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"import_s": t1 - t0, "load_s": load_s, "ranks": len(a.t.traces),
-                  "rows": sum(len(df) for df in a.t.traces.values())}))
+                  "rows": sum(len(df) for df in a.t.traces.values()),
+                  "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}))
 """
 
 
@@ -155,7 +161,9 @@ def build(folder: Path, hosts: int, ranks: int, requests: int) -> tuple[list[Pat
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     with ProcessPoolExecutor(2) as pool:
-        total = sum(pool.map(_build_one, [(p, m, requests) for p, m in zip(paths, members)]))
+        total = sum(
+            pool.map(_build_one, [(p, m, requests) for p, m in zip(paths, members, strict=True)])
+        )
     stamp.write_text(json.dumps(key))
     return paths, total
 
@@ -255,7 +263,8 @@ def main() -> None:
                 r = ours(mode, files, work)
                 runs[mode].append(r)
                 print(
-                    f"ours {mode:<6}: ingest {r['ingest_s']:.1f} s (process {r['wall_s']:.1f} s), "
+                    f"ours {mode:<6}: ingest {r['ingest_s']:.1f} s (process {r['wall_s']:.1f} s, "
+                    f"CPU {r['cpu_s']:.1f} s), "
                     f"largest process {r['largest_process_mb']:.0f} MB, tree "
                     f"{r['tree_peak_mb']:.0f} MB, {r['events']:,} events; flagged {r['flagged']} "
                     f"sharing {r['shared']}"
@@ -265,6 +274,7 @@ def main() -> None:
         for m, rs in runs.items():
             fig[f"ours_{m}_ingest_s"] = round(med[m], 2)
             fig[f"ours_{m}_process_s"] = round(statistics.median(r["wall_s"] for r in rs), 2)
+            fig[f"ours_{m}_cpu_s"] = round(statistics.median(r["cpu_s"] for r in rs), 1)
             fig[f"ours_{m}_largest_process_mb"] = round(max(r["largest_process_mb"] for r in rs))
             fig[f"ours_{m}_flagged"] = rs[0]["flagged"]
             fig[f"ours_{m}_shared_tags"] = rs[0]["shared"]
@@ -282,7 +292,9 @@ def main() -> None:
                 print(f"ours local, {n} files: largest process {r['largest_process_mb']:.0f} MB")
         fig["largest_process_mb_by_files"] = {str(k): round(v) for k, v in scale.items()}
         if scale:
-            fig["largest_process_growth_16_to_64"] = round(max(scale.values()) / min(scale.values()), 3)
+            fig["largest_process_growth_16_to_64"] = round(
+                max(scale.values()) / min(scale.values()), 3
+            )
         if not args.skip_hta:
             h = hta(files, args.hta_python, work)
             print(
@@ -292,6 +304,7 @@ def main() -> None:
             fig.update(
                 hta_load_s=round(h["load_s"], 2),
                 hta_process_s=round(h["wall_s"], 2),
+                hta_cpu_s=round(h["cpu_s"], 1),
                 hta_tree_peak_mb=round(h["tree_peak_mb"]),
                 hta_largest_process_mb=round(h["largest_process_mb"]),
                 hta_ranks=h["ranks"],
@@ -300,6 +313,8 @@ def main() -> None:
             fig["speedup_vs_hta_best"] = round(h["load_s"] / best, 2)
             fig["speedup_vs_hta_local2"] = round(h["load_s"] / med["local"], 2)
             fig["largest_process_vs_hta_tree"] = round(largest / h["tree_peak_mb"], 3)
+            # On a box shared with other work, CPU seconds are the steadier comparison.
+            fig["cpu_ratio_hta_vs_ours_serial"] = round(h["cpu_s"] / fig["ours_serial_cpu_s"], 2)
         s3 = s3_part(args.dir, work, 3)
         print(
             f"S3: ingest {s3['s3_ingest_wall_s']:.1f} s; fleet triage from S3 "
@@ -309,6 +324,7 @@ def main() -> None:
         fig.update({k: (round(v, 2) if isinstance(v, float) else v) for k, v in s3.items()})
         fig["s3_vs_local_triage"] = round(s3["s3_triage_wall_s"] / s3["local_triage_wall_s"], 2)
         fig["load1_end"] = round(os.getloadavg()[0], 1)
+        fig["cpus"] = os.cpu_count()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(fig))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import pytest
 
 from tests.ingest_helpers import store_hash
 from workbench.errors import WorkbenchError
-from workbench.store import layout
+from workbench.store import db, layout
 from workbench.store.engine import open_engine
 from workbench.store.fleet_ingest import ingest_fleet
 from workbench.store.fleet_synth import Member, fleet_members, write_fleet, write_member
@@ -83,13 +84,54 @@ def test_same_store_rows_and_triage_on_every_engine(
     assert len(base["requests"]) == 8 * 120
     for kind in ("local", "dask"):
         assert _tables(stores[kind], "canary") == base, kind
+    # A comparator cohort of two runs: the same fleet before the slowdown.
+    before = tmp_path / "before"
+    write_fleet(before, fleet_members(4, 2), requests=120, ops=3, seed=1)
+    with open_engine(workers=1) as eng:
+        for rid, hosts in (("base-a", ["host00", "host01"]), ("base-b", ["host02", "host03"])):
+            ingest_fleet(stores["serial"], [str(before / h) for h in hosts], run_id=rid,
+                         engine=eng)  # fmt: skip
     views = []
     for kind, engine in (("serial", {"workers": 1}), ("local", {"workers": 2}),
                          ("dask", {"client": dask_client})):  # fmt: skip
         with open_engine(**engine) as eng:
             assert eng.kind == kind
-            views.append(fleet_view(stores["serial"], ["canary"], engine=eng).to_json())
+            view = fleet_view(stores["serial"], ["canary"], ["base-a", "base-b"], engine=eng)
+            views.append(view.to_json())
     assert views[0] == views[1] == views[2]
+    assert views[0]["verdict"] == "regression"
+    assert views[0]["comparator"]["runs"] == ["base-a", "base-b"]
+    assert views[0]["comparator"]["flagged_hosts"] == []
+
+
+def test_progress_counts_files_and_bytes(fleet_dir: Path, tmp_path: Path) -> None:
+    seen: list[Any] = []
+    with open_engine(workers=2) as eng:
+        ingest_fleet(tmp_path / "s", [str(fleet_dir)], run_id="p", engine=eng,
+                     progress=seen.append)  # fmt: skip
+    total = sum(p.stat().st_size for p in fleet_dir.rglob("*.json"))
+    assert [p.files_done for p in seen] == list(range(1, 9))
+    assert {p.files_total for p in seen} == {8} and {p.bytes_total for p in seen} == {total}
+    assert seen[-1].bytes_done == total and seen[-1].events > seen[0].events > 0
+
+
+def test_cli_ingest_and_fleet_on_a_dask_scheduler(
+    fleet_dir: Path, tmp_path: Path, dask_client: Any
+) -> None:
+    address = dask_client.scheduler.address
+    assert address.startswith("tcp://127.0.0.1:")
+    store = tmp_path / "s"
+    got = _cli(["ingest", "--fleet", str(fleet_dir), "--run-id", "d", "--store", str(store)],
+               tmp_path, WORKBENCH_SCHEDULER=address)  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert "on dask (2 workers)" in got.stdout
+    out = _cli(["fleet", "--store", str(store), "--failing", "d", "--json", "--scheduler", address],
+               tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["failing"]["flagged_hosts"] == ["host02"]
+    bad = _cli(["fleet", "--store", str(store), "--failing", "d", "--scheduler", "nowhere"],
+               tmp_path)  # fmt: skip
+    assert bad.returncode != 0 and "tcp://HOST:PORT" in bad.stderr
 
 
 def test_fleet_columns_and_shape(fleet_dir: Path, tmp_path: Path) -> None:
@@ -205,10 +247,22 @@ def test_cli_fleet_needs_a_run_id_and_a_known_cohort(fleet_dir: Path, tmp_path: 
     assert got.returncode != 0 and "matches no run" in got.stderr
 
 
-def test_v1_store_reads_with_one_host_per_run() -> None:
-    store = ROOT / "sample_traces"
+def test_v1_store_reads_unchanged(tmp_path: Path) -> None:
+    v1 = ROOT / "tests" / "fixtures" / "store_v1"
+    store = tmp_path / "v1"
+    shutil.copytree(v1, store)
+    before = store_hash(store)
     row = layout.read_run_row(store, "failing")
     assert row is not None and row["schema_version"] == 1 and row["members"] is None
+    assert "host" not in pq.read_schema(layout.partition_dir(store, "requests", "failing")
+                                        / layout.PART_FILE).names  # fmt: skip
     view = fleet_view(store, ["failing"], ["comparator"])
-    assert [h.key for h in view.failing.hosts] and view.failing.n > 0
-    assert view.verdict == "regression"
+    assert [h.key for h in view.failing.hosts] == [row["host"]]  # one host per v1 run
+    assert view.failing.n > 0 and view.verdict == "regression"
+    con = db.connect(store)
+    try:
+        n = con.sql("SELECT count(*) FROM requests WHERE run_id = 'failing'").fetchall()
+    finally:
+        con.close()
+    assert n[0][0] == view.failing.n
+    assert store_hash(store) == before
