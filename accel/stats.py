@@ -293,3 +293,64 @@ def mape(predicted: ArrayLike, observed: ArrayLike) -> float:
     if not keep.any():
         return math.nan
     return float(100.0 * np.mean(np.abs(p[keep] - o[keep]) / np.abs(o[keep])))
+
+
+def block_length(x: ArrayLike, max_share: float = 0.1) -> int:
+    """Block length for a moving-block bootstrap of a series in time order: twice the first lag
+    at which the autocorrelation falls below 2/sqrt(n) (noise); 1 when lag 1 is already below.
+    Bounded by max_share of the series."""
+    a = clean(x)
+    n = a.size
+    if n < 8:
+        return 1
+    d = a - a.mean()
+    var = float(d @ d)
+    if var <= 0:
+        return 1
+    cap = max(1, int(n * max_share))
+    # Autocorrelation by FFT (lags 0..cap), the series zero-padded to avoid wrap-around.
+    size = 1 << int(np.ceil(np.log2(2 * n)))
+    f = np.fft.rfft(d, size)
+    acf = np.fft.irfft(f * np.conj(f), size)[: cap + 1] / var
+    below = np.flatnonzero(acf[1:] < 2.0 / math.sqrt(n))
+    lag = int(below[0]) + 1 if below.size else cap
+    return int(min(cap, 1 if lag == 1 else 2 * lag))
+
+
+def _block_resampled_quantiles(
+    a: F64, q: float, n_boot: int, length: int, rng: np.random.Generator
+) -> F64:
+    """The q-quantile of n_boot moving-block resamples of the series `a` (blocks of `length`
+    consecutive values, random starts, cut to len(a)); length 1: the order-statistic draw."""
+    n = a.size
+    if length <= 1:
+        return _resampled_quantiles(a, q, n_boot, rng)
+    k = -(-n // length)
+    starts = rng.integers(0, n - length + 1, size=(n_boot, k))
+    idx = (starts[:, :, None] + np.arange(length)).reshape(n_boot, k * length)[:, :n]
+    return np.asarray(np.quantile(a[idx], q, axis=1, method=QUANTILE_METHOD), dtype=np.float64)
+
+
+def block_bootstrap_quantile_diff(
+    x: ArrayLike,
+    y: ArrayLike,
+    q: float,
+    n_boot: int = 400,
+    seed: int = 0,
+    alpha: float = 0.05,
+    lengths: tuple[int, int] | None = None,
+) -> tuple[float, float, float]:
+    """(diff, lo, hi) of quantile_q(x) - quantile_q(y) for two series in time order (requests
+    by arrival): a moving-block bootstrap, so that a queue's run of slow requests is resampled
+    as a run; block lengths from each series' autocorrelation (block_length) unless given."""
+    a, b = clean(x), clean(y)
+    if a.size == 0 or b.size == 0:
+        return (math.nan, math.nan, math.nan)
+    la, lb = lengths or (block_length(a), block_length(b))
+    rng = np.random.default_rng(seed)
+    boot = _block_resampled_quantiles(a, q, n_boot, la, rng) - _block_resampled_quantiles(
+        b, q, n_boot, lb, rng
+    )
+    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    diff = np.quantile(a, q, method=QUANTILE_METHOD) - np.quantile(b, q, method=QUANTILE_METHOD)
+    return (float(diff), float(lo), float(hi))

@@ -2,7 +2,6 @@
 
     uv run python bench/localize.py                 # 40 trials per fault class and profile
     uv run python bench/localize.py --trials 10     # quicker
-    uv run python bench/localize.py --calibrate     # re-derive the trigger thresholds
 
 Every trial draws a fresh mis-calibrated hardware "reality", a fault with a random magnitude
 (accel.synth) and independent traffic for the failing and the comparator run; the localizer sees
@@ -23,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accel.localize import METHODS, calibrate, localize
+from accel.localize import METHODS, localize
 from accel.profiles import get_profile
 from accel.stages import STAGES
 from accel.stats import wilson_interval
@@ -94,25 +93,8 @@ def main() -> int:
     ap.add_argument(
         "--severity", type=float, default=1.0, help="fault magnitude scale (1: full, 0: none)"
     )
-    ap.add_argument("--calibrate", action="store_true", help="print A/A trigger thresholds")
     args = ap.parse_args()
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
-
-    if args.calibrate:
-        t0 = time.perf_counter()
-        cal = calibrate(tuple(profiles), n_pairs=150, seed=1, alpha=0.03, n_requests=args.requests)
-        print(cal)
-        print(
-            json.dumps(
-                {
-                    "p95_rel": cal.p95_rel,
-                    "p99_rel": cal.p99_rel,
-                    "n_pairs": cal.n_pairs,
-                    "seconds": round(time.perf_counter() - t0, 1),
-                }
-            )
-        )
-        return 0
 
     t0 = time.perf_counter()
     jobs = [

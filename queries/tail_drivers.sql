@@ -3,7 +3,7 @@
 --          time in the failing tail minus the comparator tail, over the p99 gap. Drivers overlap
 --          (a recompile also delays the requests queued behind it), so shares need not sum to 1.
 --          Drivers: queueing (start - arrival), core_imbalance (busiest core minus the mean core
---          busy time within the request), mapping_fallback (time in fallback ops), recompile (time
+--          busy time within the request, over real cores: core -1 marks serial ops, not a core), mapping_fallback (time in fallback ops), recompile (time
 --          in recompiling events).
 -- parameters: $failing (run id), $comparator (run id), $tail_q (e.g. 0.95),
 --             $skip_failing, $skip_comparator (request ids of each run to leave out; [] none)
@@ -33,7 +33,7 @@ ev AS (
 per_core AS (
     SELECT run_id, request_id, core, sum(dur_us) AS busy
     FROM ev
-    WHERE core IS NOT NULL
+    WHERE core IS NOT NULL AND core >= 0
     GROUP BY run_id, request_id, core
 ),
 imbalance AS (

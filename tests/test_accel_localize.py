@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from accel.cost import op_times
-from accel.localize import DEFAULT_CALIBRATION, Calibration, calibrate, localize, replayed
+from accel.localize import TriggerPolicy, localize, replayed
 from accel.ops import RunArrays
 from accel.profiles import get_profile
 from accel.stages import MECHANISMS, STAGES
@@ -103,22 +103,15 @@ def test_sample_incident_localizes_to_its_known_cause() -> None:
     assert not localize(runs["candidate-rollback"].arrays, comp, H100).triggered
 
 
-def test_calibration_thresholds_follow_alpha() -> None:
-    loose = calibrate(("h100",), n_pairs=12, seed=2, alpha=0.5, n_requests=200)
-    strict = calibrate(("h100",), n_pairs=12, seed=2, alpha=0.05, n_requests=200)
-    assert strict.n_pairs == loose.n_pairs == 12
-    assert strict.p95_rel >= loose.p95_rel and strict.p99_rel >= loose.p99_rel
-    assert 0.0 < DEFAULT_CALIBRATION.p95_rel < DEFAULT_CALIBRATION.p99_rel < 1.0
-
-
 def test_a_lower_threshold_lets_a_mild_gap_trigger() -> None:
     pair = generate_pair(H100, "none", seed=3, tables=False)
     f, c = pair.failing.arrays, pair.comparator.arrays
-    zero = Calibration(p95_rel=-1.0, p99_rel=-1.0, alpha=0.05, n_pairs=0, source="test")
-    gap_ci = localize(f, c, H100).p95_gap_ci
-    loc = localize(f, c, H100, calibration=zero)
-    # With no threshold, the bootstrap interval alone decides.
-    assert loc.triggered == (gap_ci[0] > 0 or localize(f, c, H100).p99_gap_ci[0] > 0)
+    base = localize(f, c, H100)
+    loc = localize(f, c, H100, TriggerPolicy(min_rel_gap=-1.0, check_comparator=False))
+    # With no practical threshold, the interval alone decides.
+    assert loc.triggered == (base.p95_gap_ci[0] > 0 or base.p99_gap_ci[0] > 0)
+    strict = localize(f, c, H100, TriggerPolicy(min_rel_gap=10.0))
+    assert strict.outcome == "no regression" and "threshold" in strict.outcome_reason
 
 
 def test_unknown_method_is_refused() -> None:
@@ -138,8 +131,8 @@ def test_degrades_without_names_batches_or_start_times() -> None:
         return replace(run, ops=replace(run.ops, name=[], kernel=[]), requests=req)
 
     loc = localize(strip(pair.failing.arrays), strip(pair.comparator.arrays), H100)
-    assert loc.triggered and loc.decided_by == "manifest"
-    # Without op names no plan can be swapped: the verdict falls back to where time shows up,
-    # and says so.
-    assert loc.origin_stage == "execution" and loc.mechanism == "core_imbalance"
+    assert loc.triggered and loc.decided_by == "direct"
+    # Without op names no plan can be swapped (and the verdict says so), but per-core busy
+    # time still shows the imbalance: the truth, scheduling / core_imbalance.
+    assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
     assert any("swaps skipped" in c.text for c in loc.claims)

@@ -50,7 +50,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ),
         (
             ["export", "--incident", "INC-cli", "--format", "md", "-o", "/nonexistent/dir/x.md"],
-            "cannot write export",
+            "cannot write export: folder /nonexistent/dir does not exist",
         ),
     ],
 )

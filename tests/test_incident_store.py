@@ -90,7 +90,7 @@ def test_bad_input_is_a_one_line_error(store: Path) -> None:
     path = incident_path(store, inc.id)
     good = path.read_bytes()
     path.write_bytes(good[: len(good) // 2])
-    with pytest.raises(WorkbenchError, match="malformed incident record") as err:
+    with pytest.raises(WorkbenchError, match="incident record malformed") as err:
         load_incident(store, inc.id)
     assert str(path) in err.value.one_line() and "\n" not in err.value.one_line()
     path.write_bytes(good.replace(b'"severity"', b'"sevrity"'))

@@ -199,3 +199,32 @@ def test_bandwidth_lens_on_the_sample_incident() -> None:
         "failing": "saturation",
         "candidate-rollback": "tuning candidate",
     }
+
+
+def test_tail_drivers_core_imbalance_counts_real_cores_only() -> None:
+    """Core -1 marks serial ops (barriers, copies): counted as a core it would dwarf the cores."""
+    import pyarrow.parquet as pq
+
+    sample = Path(__file__).resolve().parents[1] / "sample_traces"
+    c = db.connect(sample)
+    try:
+        rows = db.query(c, "tail_drivers", {**PAIR, "tail_q": 0.95, **NO_SKIP}).to_pylist()
+        lat = c.sql(
+            "SELECT request_id, latency_us FROM requests WHERE run_id = 'failing'"
+        ).fetchall()
+    finally:
+        c.close()
+    ev = pq.read_table(sample / "events" / "run_id=failing").to_pydict()
+    busy: dict[tuple[str, int], float] = {}
+    for rid, core, dur in zip(ev["request_id"], ev["core"], ev["dur_us"], strict=True):
+        if rid is not None and core is not None and core >= 0:
+            busy[(rid, core)] = busy.get((rid, core), 0.0) + dur
+    per_req: dict[str, list[float]] = {}
+    for (rid, _), b in busy.items():
+        per_req.setdefault(rid, []).append(b)
+    cut = float(np.quantile([v for _, v in lat], 0.95))
+    tail = [r for r, v in lat if v >= cut]
+    imb = [max(per_req[r]) - float(np.mean(per_req[r])) if r in per_req else 0.0 for r in tail]
+    got = {r["driver"]: r for r in rows}["core_imbalance"]
+    assert got["n_failing_tail"] == len(tail)
+    assert got["failing_tail_us"] == pytest.approx(float(np.mean(imb)), abs=1e-3)

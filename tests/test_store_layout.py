@@ -77,8 +77,9 @@ def test_a_committed_run_is_not_overwritten(tmp_path: Path) -> None:
     assert _snapshot(store) == before
 
 
-def test_sigterm_during_ingest_leaves_the_store_unchanged(tmp_path: Path) -> None:
-    """The CLI turns SIGTERM into SystemExit, so commit_run's rollback runs (subprocess test)."""
+def test_sigterm_during_the_renames_lands_after_them(tmp_path: Path) -> None:
+    """A signal between two renames waits for the last one: the run is whole, never half
+    (the CLI turns SIGTERM into SystemExit once the commit is done; subprocess test)."""
     import subprocess
     import sys
     import textwrap
@@ -108,4 +109,9 @@ def test_sigterm_during_ingest_leaves_the_store_unchanged(tmp_path: Path) -> Non
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.returncode == 128 + 15, proc.stderr
-    assert _snapshot(store) == before
+    after = dict(_snapshot(store))
+    assert set(dict(before)) < set(after)
+    assert layout.run_ids(store) == ["first", "second"]
+    for name in schema.PARTITIONED:
+        assert (layout.partition_dir(store, name, "second") / layout.PART_FILE).is_file()
+    assert not (store / layout.STAGING).exists()

@@ -2,6 +2,8 @@
 
 import errno
 
+from workbench.terminal_text import for_terminal
+
 
 class WorkbenchError(Exception):
     """A user-facing failure: `subject` is the file, run or incident; `problem` says what is wrong."""
@@ -12,7 +14,8 @@ class WorkbenchError(Exception):
         self.problem = problem
 
     def one_line(self) -> str:
-        return " ".join(f"{self.subject}: {self.problem}".split())
+        """The message on one line, with any control character from the input shown escaped."""
+        return for_terminal(" ".join(f"{self.subject}: {self.problem}".split()))
 
 
 def describe_os_error(exc: OSError, target: str) -> str:

@@ -26,18 +26,24 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.incident_cmd import describe
     from workbench.errors import WorkbenchError
+    from workbench.terminal_text import for_terminal
     from workbench.triage.incident import load_incident
+    from workbench.triage.numbers import whole
     from workbench.triage.owners import load_roster, propose_owners
-    from workbench.triage.workflow import assign
+    from workbench.triage.workflow import MAX_DUE_DAYS, assign
 
     store, actor = store_of(args), actor_of(args)
+    whole(args.due_days, "--due-days", 0, MAX_DUE_DAYS)  # before anything is read or written
     roster = load_roster(store, args.roster)
     inc = load_incident(store, args.incident)
     proposals = propose_owners(inc, roster)
     if args.propose:
         for p in proposals:
             print(
-                f"{p.role}: {p.person or '(nobody in roster)'} — {p.reason}; delivers {p.artifact}"
+                for_terminal(
+                    f"{p.role}: {p.person or '(nobody in roster)'} — {p.reason}; "
+                    f"delivers {p.artifact}"
+                )
             )
         if not proposals:
             print(f"{inc.id}: no roles involved yet (needs a localization)")

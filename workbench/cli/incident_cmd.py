@@ -1,4 +1,4 @@
-"""`workbench incident new|show|list|pair|classify|action|rollback|close|reopen`."""
+"""`workbench incident new|show|list|pair|classify|action|rollback|close|reopen|repair`."""
 
 from __future__ import annotations
 
@@ -96,6 +96,13 @@ def add_parser(subparsers: Any) -> None:
     reopen.add_argument("incident_id")
     reopen.add_argument("--reason", required=True)
     add_common(reopen)
+
+    repair = sub.add_parser(
+        "repair",
+        help="make an unreadable record loadable: bad pieces move to its audit log",
+    )
+    repair.add_argument("incident_id")
+    add_common(repair)
     p.set_defaults(parser=p)
 
 
@@ -103,6 +110,7 @@ def describe(inc: Incident) -> str:
     """A plain-text view of an incident for the terminal."""
     from datetime import UTC, datetime
 
+    from workbench.terminal_text import for_terminal
     from workbench.triage.lifecycle import missing_for, next_status
     from workbench.triage.owners import overdue_actions
 
@@ -159,60 +167,70 @@ def describe(inc: Incident) -> str:
         lines.append(
             f"  next: {nxt}" + (f" — missing {'; '.join(missing)}" if missing else " — ready")
         )
-    return "\n".join(lines)
+    # Each line holds fields from the record: a title with ESC or a newline stays on its line.
+    return "\n".join(for_terminal(line) for line in lines)
 
 
 def run(args: argparse.Namespace) -> int:
     import msgspec
 
     from workbench.errors import WorkbenchError
+    from workbench.terminal_text import for_terminal
     from workbench.triage import workflow
-    from workbench.triage.incident import (
-        RollbackCriterion,
-        create_incident,
-        list_incidents,
-        load_incident,
-    )
+    from workbench.triage.guardrails import check_criterion
+    from workbench.triage.incident import RollbackCriterion, load_incident, scan_incidents
+    from workbench.triage.incident_record import encode_record
+    from workbench.triage.numbers import parse_finite
 
     store, actor = store_of(args), actor_of(args)
     cmd = args.incident_command
     if cmd == "list":
-        items = list_incidents(store)
+        items, unreadable = scan_incidents(store)
         if args.json:
             sys.stdout.write(msgspec.json.encode(items).decode() + "\n")
-            return 0
-        for s in items:
-            print(
-                f"{s.id:<20} {s.severity:<5} {s.status:<11} v{s.version:<3} "
-                f"{s.verdict or '-':<8} {s.updated_at}  {s.title}"
-                + (f"  ({s.overdue_actions} overdue)" if s.overdue_actions else "")
-            )
-        if not items:
-            print(f"no incidents in {store}")
-        return 0
+        else:
+            for s in items:
+                print(
+                    for_terminal(
+                        f"{s.id:<20} {s.severity:<5} {s.status:<11} v{s.version:<3} "
+                        f"{s.verdict or '-':<8} {s.updated_at}  {s.title}"
+                        + (f"  ({s.overdue_actions} overdue)" if s.overdue_actions else "")
+                    )
+                )
+            if not items and not unreadable:
+                print(f"no incidents in {for_terminal(store)}")
+        # The readable ones are listed; each unreadable one is named, and the exit says so.
+        for bad in unreadable:
+            print(f"workbench: {bad.problem}", file=sys.stderr)
+        return 1 if unreadable else 0
     if cmd == "show":
         inc = load_incident(store, args.incident_id)
         if args.json:
-            sys.stdout.write(
-                msgspec.json.format(msgspec.json.encode(inc), indent=2).decode() + "\n"
-            )
+            sys.stdout.write(encode_record(inc).decode() + "\n")
         else:
             print(describe(inc))
         return 0
-    if cmd == "new":
-        if bool(args.failing) != bool(args.comparator):
-            raise WorkbenchError("incident new", "give both --failing and --comparator, or neither")
-        inc = create_incident(store, args.title, args.severity, actor, args.incident_id)
-        if args.failing:
-            inc = workflow.pair(
-                store,
-                inc.id,
-                args.failing,
-                args.comparator,
-                actor,
-                args.fixed_metadata,
-                suspect=args.suspect,
-            )
+    if cmd == "repair":
+        from workbench.triage.repair import repair_incident
+
+        inc, changes = repair_incident(store, args.incident_id, actor)
+        if not changes:
+            print(f"{inc.id}: the record loads; nothing to repair")
+            return 0
+        for change in changes:
+            print(for_terminal(f"{inc.id}: {change}"))
+    elif cmd == "new":
+        inc = workflow.declare(
+            store,
+            args.title,
+            args.severity,
+            actor,
+            args.incident_id,
+            failing=args.failing or None,
+            comparator=args.comparator or None,
+            fixed_metadata=args.fixed_metadata,
+            suspect=args.suspect,
+        )
     elif cmd == "pair":
         inc = workflow.pair(
             store,
@@ -243,19 +261,18 @@ def run(args: argparse.Namespace) -> int:
         criteria = [] if args.clear else list(current.rollback_criteria)
         if args.add:
             metric, op, threshold, unit = args.add
-            try:
-                value = float(threshold)
-            except ValueError:
-                raise WorkbenchError(repr(threshold), "threshold must be a number") from None
             criteria.append(
-                RollbackCriterion(
-                    metric=metric,
-                    label=metric,
-                    op=op,
-                    threshold=value,
-                    unit=unit,
-                    window_requests=args.window,
-                    source="manual",
+                check_criterion(
+                    RollbackCriterion(
+                        metric=metric,
+                        label=metric,
+                        op=op,
+                        threshold=parse_finite(threshold, "--add THRESHOLD"),
+                        unit=unit,
+                        window_requests=args.window,
+                        source="manual",
+                    ),
+                    "--add",
                 )
             )
         if not args.add and not args.clear:

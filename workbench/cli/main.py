@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from workbench.errors import WorkbenchError
+from workbench.terminal_text import TerminalSafeWriter, for_terminal
+
+# What a process killed by SIGPIPE reports; `workbench runs | head` ends like `cat | head`.
+EXIT_BROKEN_PIPE = 141
+# An error this program did not foresee (a bug): still one line, never a traceback.
+EXIT_INTERNAL = 70
 
 # name -> module in workbench.cli; each module defines add_parser(subparsers) and run(args) -> int.
 # Modules import their heavy dependencies inside run(), so `--help` stays fast.
@@ -63,8 +71,15 @@ def default_store() -> Path:
     return sample_workspace(bundled_sample(), state_home())
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line on stderr, naming the command and the option."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"workbench: {self.prog}: {for_terminal(message)} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="workbench",
         description="Triage accelerator performance regressions. Without a command, opens the app.",
     )
@@ -75,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _open_app(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="workbench", add_help=False)
+    parser = OneLineParser(prog="workbench", add_help=False)
     parser.add_argument("store", nargs="?", type=Path, default=None)
     parser.add_argument("--keymap", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -115,15 +130,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args = build_parser().parse_args(argv)
     mod = importlib.import_module(f"workbench.cli.{COMMANDS[args.command]}")
+    real_stdout = sys.stdout
+    sys.stdout = TerminalSafeWriter(real_stdout)  # type: ignore[assignment]
     try:
         code: int = mod.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        return _stdout_gone(real_stdout)
     except WorkbenchError as exc:
         print(f"workbench: {exc.one_line()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("workbench: interrupted; nothing was written", file=sys.stderr)
         return 130
+    except Exception as exc:  # the CLI's promise: one line, never a traceback
+        if os.environ.get("WORKBENCH_DEBUG"):
+            raise
+        print(f"workbench: {args.command}: {_unforeseen(exc)}", file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        sys.stdout = real_stdout
     return code
+
+
+def _stdout_gone(stdout: object) -> int:
+    """The reader of stdout went away (`| head`): exit quietly, as a SIGPIPE would."""
+    try:
+        fd = stdout.fileno()  # type: ignore[attr-defined]
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)  # the interpreter's final flush must not fail again
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
+
+
+def _unforeseen(exc: Exception) -> str:
+    """One line for an error no layer turned into a WorkbenchError."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        text = f"{exc.filename}: {exc.strerror or exc}"
+    else:
+        text = f"unexpected {type(exc).__name__}: {exc}"
+    text = " ".join(text.split())[:300]
+    return for_terminal(text) + " (set WORKBENCH_DEBUG=1 for the traceback, and please report)"
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ def _ms(us: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.store.runs import list_runs
+    from workbench.terminal_text import for_terminal
 
     runs = list_runs(args.store)
     if args.json:
@@ -52,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
         )
         for r in runs
     ]
+    # Labels, tags and names come from traces and users: escaped before they are measured.
+    rows = [tuple(for_terminal(x) for x in row) for row in rows]
     widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
     for line in (header, *rows):
         print("  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
     if not runs:
-        print(f"(no runs in {args.store})")
+        print(f"(no runs in {for_terminal(args.store)})")
     return 0

@@ -53,6 +53,7 @@ def _actor(given: str | None) -> str:
 def _candidates(args: argparse.Namespace) -> int:
     from workbench.store import db
     from workbench.store.layout import check_run_id
+    from workbench.terminal_text import for_terminal
     from workbench.triage.pairing import rank_comparators
 
     con = db.connect(args.store)
@@ -79,7 +80,8 @@ def _candidates(args: argparse.Namespace) -> int:
         return 0
     for c in ranked:
         mark = " " if c.eligible else "x"
-        sys.stdout.write(f"{c.rank:>3} {mark} {c.run_id:<24} {'; '.join(c.reasons)}\n")
+        line = f"{c.rank:>3} {mark} {c.run_id:<24} {'; '.join(c.reasons)}"
+        sys.stdout.write(for_terminal(line) + "\n")
     return 0
 
 

@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 from accel.ops import OpArrays, RequestArrays, RunArrays
 from accel.stages import OTHER, STAGES
 from workbench.errors import WorkbenchError
-from workbench.store import db, op_columns, op_table
-from workbench.store.layout import PART_FILE, partition_dir
+from workbench.store import db, integrity, op_columns, op_table
+from workbench.store.layout import PART_FILE, partition_dir, run_file
 
 Progress = Callable[[str, float], None]
 
@@ -74,6 +74,22 @@ def load_requests(
     return _request_arrays(t)
 
 
+def verify(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
+    """Check the run's files against the hashes recorded at commit before computing on them:
+    WorkbenchError naming a damaged or missing Parquet file (runs from before hashes pass).
+    Returns whether its op table, if any, may be used (False when it was damaged)."""
+    store = db.store_of(con)
+    return not integrity.verify_run(store, run_file(store, run_id))
+
+
+def verify_present(con: duckdb.DuckDBPyConnection, *run_ids: str | None) -> None:
+    """verify() each of the named runs that is in the store, before any query reads them (a
+    run that is not there is the caller's own error to report)."""
+    for rid in run_ids:
+        if rid is not None and run_exists(con, rid):
+            verify(con, rid)
+
+
 def has_op_table(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     """Whether the run has an op table (whose columns load without decoding, see op_table)."""
     return op_table.beside(_events_file(con, run_id)).is_file()
@@ -91,12 +107,17 @@ def _request_index(requests: pa.Table, skip_requests: Collection[str]) -> dict[s
 
 
 def _load_ops(
-    con: duckdb.DuckDBPyConnection, run_id: str, requests: dict[str, int], texts: bool
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    requests: dict[str, int],
+    texts: bool,
+    table_ok: bool = True,
 ) -> OpArrays:
     events = _events_file(con, run_id)
     # The op table written at commit (big runs) holds these columns ready to map; without one
-    # (small or older runs, or a Parquet file rewritten since) they are read from the Parquet.
-    stored = op_table.read(events)
+    # (small or older runs, a Parquet file rewritten since, or a table whose content hash no
+    # longer matches) they are read from the Parquet.
+    stored = op_table.read(events) if table_ok else None
     found = (
         stored.for_requests(requests) if stored is not None else op_columns.read(events, requests)
     )
@@ -125,6 +146,7 @@ def load_run_arrays(
     (OpArrays.name_code and kernel_code carry them; saves seconds and memory on big runs)."""
     if not run_exists(con, run_id):
         raise WorkbenchError(repr(run_id), "no such run in the store")
+    table_ok = verify(con, run_id)
     if progress:
         progress(f"loading requests of {run_id}", 0.0)
     all_requests = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": []})
@@ -134,7 +156,7 @@ def load_run_arrays(
     del all_requests
     if progress:
         progress(f"loading ops of {run_id}", 0.3)
-    ops = _load_ops(con, run_id, index, texts)
+    ops = _load_ops(con, run_id, index, texts, table_ok)
     if progress:
         progress(f"loaded {run_id}", 1.0)
     return RunArrays(

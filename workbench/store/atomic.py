@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -32,3 +35,35 @@ def write_atomic(path: Path, fill: Callable[[BinaryIO], object]) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Run the block to its end whatever signal arrives (Ctrl-C, SIGTERM, SIGHUP): one that
+    arrives meanwhile is delivered after it, to the handler that was in place. So a commit's
+    renames are done or not started, never cut in the middle. Outside the main thread (where
+    handlers cannot be set) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    # None: a handler set outside Python, which could not be put back; such signals stay.
+    previous = {s: h for s in _SIGNALS if (h := signal.getsignal(s)) is not None}
+
+    def hold(signum: int, _frame: object) -> None:
+        caught.append(signum)
+
+    for sig in previous:
+        signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from workbench.errors import WorkbenchError
 from workbench.store import schema
-from workbench.store.layout import run_ids
+from workbench.store.layout import PART_FILE, partition_dir, run_file, run_ids
 
 _QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -62,27 +62,47 @@ def _create_views(con: duckdb.DuckDBPyConnection, store: Path) -> None:
     # Where the views read from, for readers that go to the run's Parquet files directly.
     con.sql("SELECT $store AS store", params={"store": str(store)}).create_view("store_root")
     ids = run_ids(store)
-    # Relations instead of SQL text: store paths may hold any character, and nothing user-made
-    # is ever formatted into SQL.
+    # Relations and parameters instead of SQL text: store paths may hold any character, and
+    # nothing user-made is ever formatted into SQL.
     if ids:
-        files = [str(store / "runs" / f"{r}.parquet") for r in ids]
-        con.read_parquet(files, union_by_name=True).create_view("runs")
+        rows = [literal(run_file(store, r)) for r in ids]
+        con.read_parquet(rows, union_by_name=True, hive_partitioning=False).create_view("runs")
     else:
         _empty_view(con, "runs", schema.RUNS)
     for name, file_schema in schema.PARTITIONED.items():
-        paths = [
-            str(store / name / f"run_id={r}" / "part-0.parquet")
-            for r in ids
-            if (store / name / f"run_id={r}").is_dir()
-        ]
-        if paths:
-            con.sql(
-                "SELECT * FROM read_parquet($paths, hive_partitioning = true, "
-                "hive_types = {'run_id': VARCHAR}, union_by_name = true)",
-                params={"paths": paths},
-            ).create_view(name)
+        files = {r: partition_dir(store, name, r) / PART_FILE for r in ids}
+        present = {r: f for r, f in files.items() if f.is_file()}
+        if present:
+            _partition_view(con, present).create_view(name)
         else:
             _empty_view(con, name, schema.with_run_id(file_schema))
+
+
+_GLOB_CHARS = re.compile(r"([\[\]*?])")
+
+
+def literal(path: Path) -> str:
+    """`path` as duckdb must be given it to read that one file: absolute (so no `~` or URL
+    prefix is expanded) with glob characters bracketed (so `[`, `]`, `*`, `?` are literal)."""
+    return _GLOB_CHARS.sub(r"[\1]", str(path.absolute()))
+
+
+def _partition_view(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> Any:
+    """One partitioned table over each run's file, run_id given with the file, not parsed.
+
+    duckdb's hive partitioning would take run_id from the first `run_id=` directory anywhere in
+    the path, the store's own path included; a filter on run_id still skips other runs' files.
+    """
+    selects: list[str] = []
+    params: dict[str, str] = {}
+    for i, (rid, path) in enumerate(files.items()):
+        # Only placeholders are formatted in; ids and paths travel as parameters.
+        selects.append(
+            f"SELECT *, $run{i}::VARCHAR AS run_id FROM read_parquet($file{i}, "
+            "hive_partitioning = false)"
+        )
+        params[f"run{i}"], params[f"file{i}"] = rid, literal(path)
+    return con.sql(" UNION ALL BY NAME ".join(selects), params=params)
 
 
 def store_of(con: duckdb.DuckDBPyConnection) -> Path:

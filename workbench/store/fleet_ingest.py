@@ -354,7 +354,7 @@ def ingest_fleet(
     shas: list[str] = []
     merger: _Merger | None = None
 
-    def fill(stage: Path) -> None:
+    def fill(stage: Path) -> pa.Table:
         nonlocal merger
         merger = _Merger(stage, host_tags)
         done_bytes = 0
@@ -401,7 +401,7 @@ def ingest_fleet(
                 name,
                 pa.array(value if isinstance(value, list) else [value], typ),
             )
-        layout.write_table(row, schema.RUNS, stage / "runs" / f"{run_id}.parquet")
+        return row
 
     layout.commit_staged(store, run_id, fill, source=subject)
     assert merger is not None

@@ -16,7 +16,7 @@ from workbench.store import schema
 from workbench.store.chrome_trace import read_source
 from workbench.store.compile_log import compile_log_sha, load_compile_log
 from workbench.store.kineto import run_metadata
-from workbench.store.layout import ID_RE, RunTables, check_run_id, commit_run
+from workbench.store.layout import ID_RE, RunExists, RunTables, check_run_id, commit_run
 from workbench.store.parquet_import import ingest_parquet
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
@@ -231,7 +231,13 @@ def _import_trace(
     check_cancel(cancel, subject)
     if progress is not None:
         progress(IngestProgress(subject, "write", n_bytes, n_bytes, cols.n))
-    commit_run(store, RunTables(run, att.events, att.requests, compiles), source=subject)
+    try:
+        commit_run(store, RunTables(run, att.events, att.requests, compiles), source=subject)
+    except RunExists:
+        # An identical import committed meanwhile (two at once): this one changes nothing.
+        if existing_matches(store, rid, sha, fp, subject):
+            return ImportReport(subject, [rid], "unchanged", bytes_read=n_bytes)
+        raise
     if att.request_unit == "run":
         warnings.append("no request annotations or profiler steps: the whole run is one request")
     return ImportReport(

@@ -6,6 +6,7 @@ import fcntl
 import os
 import re
 import shutil
+import stat
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,8 @@ import pyarrow.parquet as pq
 
 from workbench.errors import WorkbenchError, describe_os_error
 from workbench.store import op_table, schema
-from workbench.store.atomic import fsync_dir
+from workbench.store.atomic import fsync_dir, signals_deferred
+from workbench.store.integrity import manifest
 
 # A leading letter keeps hive partition values from being auto-cast to numbers or dates by
 # duckdb / polars, and the character set keeps ids safe as path components.
@@ -113,31 +115,104 @@ def _write(table: pa.Table, path: Path) -> None:
         os.fsync(fh.fileno())
 
 
+class RunExists(WorkbenchError):
+    """The run id is already committed (perhaps by a concurrent identical import)."""
+
+
+def _make_dirs(path: Path) -> list[Path]:
+    """mkdir -p that returns the directories it made itself, outermost first."""
+    missing: list[Path] = []
+    p = path
+    while not p.exists() and not p.is_symlink() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    made: list[Path] = []
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue  # another writer made it meanwhile: theirs, not ours to remove
+        made.append(d)
+    return made
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    """rmdir what this writer made, innermost first, where nothing else landed in it."""
+    for d in reversed(dirs):
+        try:
+            d.rmdir()
+        except OSError:
+            return
+
+
 @contextmanager
-def _store_lock(store: Path) -> Iterator[None]:
-    """One committer at a time per store: flock on the directory itself, so no lock file is
-    left in the store."""
-    fd = os.open(store, os.O_RDONLY)
+def store_lock(store: Path) -> Iterator[None]:
+    """Hold the store's lock, creating the store when it does not exist.
+
+    One committer at a time per store: flock on the directory itself, so there is no lock file
+    to leave behind or to be a symlink. A writer that made the store and then failed removes it
+    again while it still holds the lock, so a waiter checks that the directory it locked is the
+    one at the path, and otherwise locks that one.
+    """
+    while True:
+        made = _make_dirs(store)
+        fd = os.open(store, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(store)
+            except FileNotFoundError:
+                current = None
+            if current is not None and os.path.samestat(os.fstat(fd), current):
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    except BaseException:
+        _remove_empty(made)  # under the lock: no waiter can be inside it yet
+        raise
     finally:
         os.close(fd)
 
 
-@contextmanager
-def _staging(store: Path) -> Iterator[Path]:
-    """A private directory inside the store, removed whatever happens."""
-    base = store / STAGING
-    created_base = not base.exists()
-    stage = base / uuid.uuid4().hex
+def _real_dir(path: Path) -> bool:
+    """Whether path is a directory itself (not a symlink to one); error if it is anything else.
+    The store's own directories are never followed out of it."""
     try:
-        stage.mkdir(parents=True)
-        yield stage
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-        if created_base:
-            shutil.rmtree(base, ignore_errors=True)
+        st = path.lstat()
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        raise WorkbenchError(
+            str(path), "is a symbolic link; the store writes only into its own directories"
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        raise WorkbenchError(str(path), "is not a directory (the store needs one here)")
+    return True
+
+
+def _clear_staging(store: Path) -> Path:
+    """The staging directory, emptied: whatever is in it was left by a writer that was killed
+    (only the lock holder stages), so the next writer cleans it."""
+    base = store / STAGING
+    if _real_dir(base):
+        for entry in base.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    return base
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a directory tree, or a symlink or file in its place, never following a link."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 def write_table(table: pa.Table, file_schema: pa.Schema, path: Path) -> None:
@@ -145,74 +220,92 @@ def write_table(table: pa.Table, file_schema: pa.Schema, path: Path) -> None:
     _write(_conform(table, file_schema), path)
 
 
-def stage_tables(stage: Path, tables: RunTables) -> None:
-    """A run's files in a staging directory, laid out as commit_staged renames them."""
-    write_table(tables.run, schema.RUNS, stage / "runs" / f"{tables.run_id}.parquet")
+def stage_tables(stage: Path, tables: RunTables) -> pa.Table:
+    """A run's partition files (and op table) in a staging directory; returns its runs row."""
     for name, file_schema in schema.PARTITIONED.items():
         write_table(getattr(tables, name), file_schema, stage / name / PART_FILE)
     if tables.events.num_rows >= op_table.MIN_EVENTS:
         # Made from the staged file, so it lands with the run, in the same rename.
         ids = [r for r in tables.requests.column("request_id").to_pylist() if r is not None]
         op_table.write(stage / "events" / PART_FILE, ids)
+    return tables.run
 
 
 def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
     """Write one run all-or-nothing: stage every file, then rename into place, runs row last.
 
-    Raises WorkbenchError naming `source` if the run exists or anything fails; the store is then
-    exactly as it was.
+    The runs file records the content hash of every other file (see integrity). Raises
+    WorkbenchError naming `source` if the run exists (RunExists) or anything fails; the store
+    is then exactly as it was. A signal during the renames is delivered after them.
     """
     commit_staged(store, tables.run_id, lambda stage: stage_tables(stage, tables), source=source)
 
 
 def commit_staged(
-    store: Path, run_id: str, fill_stage: Callable[[Path], None], *, source: str
+    store: Path, run_id: str, fill_stage: Callable[[Path], pa.Table], *, source: str
 ) -> None:
-    """commit_run for a caller that writes the staged files itself (`fill_stage(stage)` lays
-    out runs/<id>.parquet and the partitions' part files, as stage_tables does)."""
+    """commit_run for a caller that writes the partition files itself: `fill_stage(stage)`
+    lays them out as stage_tables does and returns the runs row, written here last."""
     run_id = check_run_id(run_id)
+    try:
+        with store_lock(store):
+            _commit_locked(store, run_id, fill_stage, source)
+    except OSError as exc:
+        raise WorkbenchError(
+            source, f"cannot write to store {store}: {describe_os_error(exc, 'store')}"
+        ) from exc
+
+
+def _commit_locked(
+    store: Path, run_id: str, fill_stage: Callable[[Path], pa.Table], source: str
+) -> None:
     final_run = run_file(store, run_id)
     targets = {name: partition_dir(store, name, run_id) for name in schema.PARTITIONED}
+    for d in (runs_dir(store), *(t.parent for t in targets.values())):
+        _real_dir(d)
+    base = _clear_staging(store)
+    if final_run.exists():
+        raise RunExists(source, f"run {run_id!r} already exists in {store}")
+    made_base = not base.exists()
+    stage = base / uuid.uuid4().hex
     created: list[Path] = []
     moved: list[Path] = []
     try:
-        if not store.exists():
-            store.mkdir(parents=True)
-            created.append(store)
-        with _store_lock(store), _staging(store) as stage:
-            if final_run.exists():
-                raise WorkbenchError(source, f"run {run_id!r} already exists in {store}")
-            # Partitions without their runs row are what a commit killed between two renames
-            # (SIGKILL, power loss) leaves behind: invisible to readers, removed here.
-            for target in targets.values():
-                if target.exists():
-                    shutil.rmtree(target)
-            fill_stage(stage)
-            # Each path is recorded before the call that makes it, so that an interrupt landing
-            # just after the system call still finds it to undo.
-            for name in schema.PARTITIONED:
-                parent = targets[name].parent
-                if not parent.exists():
-                    created.append(parent)
-                    parent.mkdir()
-                moved.append(targets[name])
-                os.rename(stage / name, targets[name])
-            if not final_run.parent.exists():
-                created.append(final_run.parent)
-                final_run.parent.mkdir()
-            os.rename(stage / "runs" / f"{run_id}.parquet", final_run)
-    except BaseException as exc:
-        if final_run.exists():
-            raise  # the runs row landed: the run is whole, whatever interrupted us afterwards
-        # Ctrl-C (or SIGTERM / SIGHUP, which the CLI turns into SystemExit) between two renames
-        # must not leave a partial run behind either.
-        for path in reversed(moved):
-            shutil.rmtree(path, ignore_errors=True)
-        for path in reversed(created):
-            shutil.rmtree(path, ignore_errors=True)
-        if isinstance(exc, OSError):
-            raise WorkbenchError(
-                source, f"cannot write to store {store}: {describe_os_error(exc, 'store')}"
-            ) from exc
-        raise
-    fsync_dir(final_run.parent)
+        stage.mkdir(parents=True)
+        # Partitions without their runs row are what a commit killed between two renames
+        # (SIGKILL, power loss) leaves behind: invisible to readers, removed here.
+        for target in targets.values():
+            _remove_tree(target)
+        run = _conform(fill_stage(stage), schema.RUNS)
+        files: dict[str, Path] = {}
+        for name in schema.PARTITIONED:
+            for path in sorted((stage / name).iterdir()):
+                files[f"{name}/{targets[name].name}/{path.name}"] = path
+        run = run.replace_schema_metadata({**(run.schema.metadata or {}), **manifest(files)})
+        _write(run, stage / "runs" / f"{run_id}.parquet")
+        with signals_deferred():
+            try:
+                # Each path is recorded before the call that makes it, so that a failure
+                # just after the system call still finds it to undo.
+                for name in schema.PARTITIONED:
+                    parent = targets[name].parent
+                    if not parent.exists():
+                        created.append(parent)
+                        parent.mkdir()
+                    moved.append(targets[name])
+                    os.rename(stage / name, targets[name])
+                if not final_run.parent.exists():
+                    created.append(final_run.parent)
+                    final_run.parent.mkdir()
+                os.rename(stage / "runs" / f"{run_id}.parquet", final_run)
+            except BaseException:
+                if not final_run.exists():
+                    for path in reversed(moved):
+                        shutil.rmtree(path, ignore_errors=True)
+                    _remove_empty(created)
+                raise
+            fsync_dir(final_run.parent)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        if made_base:
+            _remove_empty([base])

@@ -18,8 +18,10 @@ from workbench.errors import WorkbenchError
 from workbench.store import schema
 from workbench.store.attribution import Requests, assign, exclusive_times, find_requests
 from workbench.store.chrome_trace import thread_key
+from workbench.store.integrity import verify_run
 from workbench.store.kineto import DEVICE_CATEGORIES, category_mask
 from workbench.store.layout import (
+    RunExists,
     RunTables,
     check_run_id,
     commit_run,
@@ -40,6 +42,9 @@ from workbench.store.run_row import (
 from workbench.store.trace_import import request_rows, unattributed
 
 REQUIRED = ("run_id", "category", "name", "ts_us", "dur_us")
+# A stored run has these whatever it holds (commit_run writes them even when empty); compiles
+# came later, so older stores may lack them.
+_REQUIRED_PARTS = ("events", "requests")
 
 
 def ingest_parquet(
@@ -89,7 +94,16 @@ def ingest_parquet(
     try:
         for t in todo:
             check_cancel(cancel, subject)
-            commit_run(store, t, source=subject)
+            try:
+                commit_run(store, t, source=subject)
+            except RunExists:
+                # Committed meanwhile by an identical import (two at once): nothing to do.
+                meta = t.run.schema.metadata or {}
+                sha_run = str(t.run.column("source_sha256")[0].as_py())
+                fp_run = meta.get(FINGERPRINT_KEY, b"").decode()
+                if existing_matches(store, t.run_id, sha_run, fp_run, subject):
+                    continue
+                raise
             done.append(t.run_id)
             if progress is not None:
                 progress(IngestProgress(subject, "write", len(done), len(todo), 0))
@@ -163,10 +177,17 @@ def _store_runs(
         raise WorkbenchError("--label/--tag", "do not apply to a store directory")
     out: list[RunTables] = []
     for rid in run_ids(src):
+        # Damage in the source is refused here rather than copied under fresh hashes.
+        verify_run(src, run_file(src, rid))
         run = _read(run_file(src, rid), subject)
         parts: dict[str, pa.Table] = {}
         for name, file_schema in schema.PARTITIONED.items():
-            t = _read_dir(partition_dir(src, name, rid), subject)
+            folder = partition_dir(src, name, rid)
+            if name in _REQUIRED_PARTS and not folder.is_dir():
+                raise WorkbenchError(
+                    str(folder), f"missing: run {rid!r} of this store has no {name} partition"
+                )
+            t = _read_dir(folder, subject)
             if t is not None and "run_id" in t.column_names:
                 t = t.drop_columns(["run_id"])
             parts[name] = t if t is not None else file_schema.empty_table()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import msgspec
 
 from workbench.errors import WorkbenchError
 from workbench.triage.export_md import render_markdown
+from workbench.triage.output_file import write_output
 from workbench.triage.summary import build_summary
 
 FORMATS = ("md", "json")
@@ -25,15 +24,7 @@ def export_text(store: Path, incident_id: str, fmt: str) -> str:
     return render_markdown(doc)
 
 
-def write_export(path: Path, text: str) -> None:
-    """Write text to path via a temporary file and a rename: never a half-written export."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise WorkbenchError(str(path), f"cannot write export: {exc.strerror or exc}") from exc
+def write_export(path: Path, text: str, store: Path | None = None, replace: bool = True) -> None:
+    """Write the export to a regular file, all or nothing (output_file.write_output): never
+    through a symlink, into a FIFO or device, or into the store; `replace` an existing file."""
+    write_output(path, text, store, replace)

@@ -19,6 +19,7 @@ from accel import stats
 from accel.stages import STAGES
 from workbench.errors import WorkbenchError
 from workbench.triage.incident import Guardrail, RollbackCriterion
+from workbench.triage.numbers import finite, whole
 
 F64 = NDArray[np.float64]
 
@@ -159,6 +160,16 @@ def default_guardrails(origin_stage: str | None, with_quality: bool) -> list[Gua
 
 
 DIRECTIONS: Final[tuple[str, ...]] = ("increase", "decrease", "both")
+# The units a measurement (and so a rollback threshold) is in.
+UNITS: Final[tuple[str, ...]] = ("us", "req/s", "score", "share")
+_GUARDRAIL_KEYS: Final[frozenset[str]] = frozenset(
+    {"metric", "label", "direction", "tolerance", "critical", "stage", "min_effect"}
+)
+# Tolerances are relative to the baseline: 1000 is already "100000 % worse is fine".
+MAX_TOLERANCE: Final[float] = 1000.0
+# No latency, rate or score a trace can hold comes near this; past it a number is a typo.
+MAX_MAGNITUDE: Final[float] = 1e15
+MAX_WINDOW_REQUESTS: Final[int] = 1_000_000_000
 
 
 def load_guardrails(path: Path) -> list[Guardrail]:
@@ -173,51 +184,69 @@ def load_guardrails(path: Path) -> list[Guardrail]:
     entries = doc.get("guardrail")
     if not isinstance(entries, list) or not entries:
         raise WorkbenchError(str(path), "no [[guardrail]] tables")
-    out = []
-    for i, e in enumerate(entries, start=1):
-        where = f"guardrail {i}"
-        metric, stage = e.get("metric"), e.get("stage")
-        if metric not in METRICS:
-            raise WorkbenchError(str(path), f"{where}: metric must be one of {', '.join(METRICS)}")
-        if (metric == "stage_p99") != (stage is not None) or (
-            stage is not None and stage not in STAGES
-        ):
-            raise WorkbenchError(
-                str(path), f"{where}: stage_p99 needs a stage from {', '.join(STAGES)}"
-            )
-        if e.get("direction") not in DIRECTIONS:
-            raise WorkbenchError(
-                str(path), f"{where}: direction must be one of {', '.join(DIRECTIONS)}"
-            )
-        tol, floor, critical = (
-            e.get("tolerance"),
-            e.get("min_effect", 0.0),
-            e.get("critical", False),
+    return [_guardrail(e, f"{path}: guardrail {i}") for i, e in enumerate(entries, start=1)]
+
+
+def _guardrail(e: object, where: str) -> Guardrail:
+    """One [[guardrail]] table, every field checked; WorkbenchError naming `where` and the key."""
+    if not isinstance(e, dict):
+        raise WorkbenchError(where, f"must be a table (got {type(e).__name__})")
+    unknown = sorted(set(e) - _GUARDRAIL_KEYS)
+    if unknown:
+        raise WorkbenchError(
+            where, f"unknown key {unknown[0]!r} (keys: {', '.join(sorted(_GUARDRAIL_KEYS))})"
         )
-        if (
-            not isinstance(tol, int | float)
-            or tol < 0
-            or not isinstance(floor, int | float)
-            or floor < 0
-        ):
-            raise WorkbenchError(
-                str(path), f"{where}: tolerance and min_effect must be numbers >= 0"
-            )
-        if not isinstance(critical, bool):
-            raise WorkbenchError(str(path), f"{where}: critical must be true or false")
-        label = e.get("label") or (f"{stage} p99" if stage else str(metric))
-        out.append(
-            Guardrail(
-                metric=metric,
-                label=str(label),
-                direction=e["direction"],
-                tolerance=float(tol),
-                critical=critical,
-                stage=stage,
-                min_effect=float(floor),
-            )
+    metric, stage = e.get("metric"), e.get("stage")
+    if metric not in METRICS:
+        raise WorkbenchError(where, f"metric must be one of {', '.join(METRICS)}")
+    if (metric == "stage_p99") != (stage is not None) or (
+        stage is not None and stage not in STAGES
+    ):
+        raise WorkbenchError(where, f"stage_p99 needs a stage from {', '.join(STAGES)}")
+    direction = e.get("direction")
+    if direction not in DIRECTIONS:
+        raise WorkbenchError(where, f"direction must be one of {', '.join(DIRECTIONS)}")
+    if "tolerance" not in e:
+        raise WorkbenchError(f"{where} tolerance", "is required")
+    tol = finite(e["tolerance"], f"{where} tolerance", 0.0, MAX_TOLERANCE)
+    floor = finite(e.get("min_effect", 0.0), f"{where} min_effect", 0.0, MAX_MAGNITUDE)
+    critical = e.get("critical", False)
+    if not isinstance(critical, bool):
+        raise WorkbenchError(f"{where} critical", "must be true or false")
+    label = e.get("label", f"{stage} p99" if stage else str(metric))
+    if not isinstance(label, str) or not label.strip():
+        raise WorkbenchError(f"{where} label", "must be a non-empty string")
+    return Guardrail(
+        metric=str(metric),
+        label=label,
+        direction=str(direction),
+        tolerance=tol,
+        critical=critical,
+        stage=stage if isinstance(stage, str) else None,
+        min_effect=floor,
+    )
+
+
+def check_criterion(c: RollbackCriterion, where: str = "rollback criterion") -> RollbackCriterion:
+    """c, if every field is in range: a known metric and unit, > or <, a finite threshold (a
+    share within 0..1) and a positive window; else WorkbenchError naming the field."""
+    base, _, stage = c.metric.partition(":")
+    if base not in METRICS or (stage and (base != "stage_p99" or stage not in STAGES)):
+        raise WorkbenchError(
+            f"{where} metric", f"unknown metric {c.metric!r} (one of {', '.join(METRICS)})"
         )
-    return out
+    if c.op not in (">", "<"):
+        raise WorkbenchError(f"{where} op", f"must be '>' or '<' (got {c.op!r})")
+    if c.unit not in UNITS:
+        raise WorkbenchError(
+            f"{where} unit", f"unknown unit {c.unit!r} (one of {', '.join(UNITS)})"
+        )
+    lo, hi = (0.0, 1.0) if c.unit == "share" else (-MAX_MAGNITUDE, MAX_MAGNITUDE)
+    if c.unit in ("us", "req/s"):
+        lo = 0.0
+    finite(c.threshold, f"{where} threshold", lo, hi)
+    whole(c.window_requests, f"{where} window", 1, MAX_WINDOW_REQUESTS)
+    return c
 
 
 def window_throughput(arrival_us: F64, end_us: F64) -> F64:

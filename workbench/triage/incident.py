@@ -1,8 +1,10 @@
-"""The incident record (DESIGN §7): its types and its atomic, version-checked persistence.
+"""The incident record's persistence: atomic, version-checked saves and loads that never brick.
 
 Every save writes a temporary file, fsyncs it, and renames it over the record while holding an
 flock on a per-incident lock file; the on-disk version must equal the version the caller loaded,
-so a second writer gets a conflict error instead of silently overwriting the first.
+so a second writer gets a conflict error instead of silently overwriting the first. A save that
+would write a record this program cannot read back (a NaN saved as null) is refused instead.
+The record's types live in incident_record.py and are re-exported here.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import fcntl
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -23,207 +27,34 @@ from workbench.errors import WorkbenchError, describe_os_error
 from workbench.store import objstore
 from workbench.store.atomic import write_atomic
 from workbench.store.layout import ID_RE, check_id, incidents_dir
+from workbench.triage.incident_record import (
+    INCIDENT_SCHEMA_VERSION as INCIDENT_SCHEMA_VERSION,
+)
+from workbench.triage.incident_record import SEVERITIES as SEVERITIES
+from workbench.triage.incident_record import STATUSES as STATUSES
+from workbench.triage.incident_record import Action as Action
+from workbench.triage.incident_record import AuditEntry as AuditEntry
+from workbench.triage.incident_record import Cell as Cell
+from workbench.triage.incident_record import Claim as Claim
+from workbench.triage.incident_record import Guardrail as Guardrail
+from workbench.triage.incident_record import Incident as Incident
+from workbench.triage.incident_record import IncidentSummary as IncidentSummary
+from workbench.triage.incident_record import Localization as Localization
+from workbench.triage.incident_record import Owner as Owner
+from workbench.triage.incident_record import (
+    RecordProblem,
+    encode_record,
+    parse_record,
+    record_from_raw,
+)
+from workbench.triage.incident_record import ReplayCheck as ReplayCheck
+from workbench.triage.incident_record import RollbackCriterion as RollbackCriterion
+from workbench.triage.incident_record import TimelineEntry as TimelineEntry
+from workbench.triage.incident_record import Validation as Validation
 
-INCIDENT_SCHEMA_VERSION: Final[int] = 1
-SEVERITIES: Final[tuple[str, ...]] = ("sev1", "sev2", "sev3", "sev4")
-# Fields that change on every save; auditing them would only repeat the version counter.
 _TMP_RE: Final[re.Pattern[str]] = re.compile(r"^[0-9a-f]{32}\.tmp$")
+# Fields that change on every save; auditing them would only repeat the version counter.
 _UNAUDITED: Final[frozenset[str]] = frozenset({"version", "updated_at", "audit", "timeline"})
-
-
-class Claim(msgspec.Struct, kw_only=True, frozen=True):
-    """A statement and the artifact that proves it: the query, its parameters and its numbers."""
-
-    text: str
-    query: str = ""
-    parameters: dict[str, Any] = {}
-    numbers: dict[str, Any] = {}
-
-    def has_artifact(self) -> bool:
-        return bool(self.query.strip()) and bool(self.numbers)
-
-
-class Localization(msgspec.Struct, kw_only=True, frozen=True):
-    """Where the plan diverged (origin), where the time shows (manifest), and why (mechanism)."""
-
-    origin: str
-    manifest: str
-    mechanism: str | None = None
-    secondary_mechanism: str | None = None
-    confidence: float | None = None
-    explained_share: float | None = None
-    evidence_refs: list[str] = []
-    source: str = "triage"
-
-
-class Owner(msgspec.Struct, kw_only=True, frozen=True):
-    role: str
-    person: str
-    assumed_at: str
-    artifact: str
-    assigned_by: str
-
-
-class Action(msgspec.Struct, kw_only=True, frozen=True):
-    id: int
-    text: str
-    owner: str
-    due: str  # ISO date
-    status: str = "open"  # open | done | dropped
-    created_at: str = ""
-    kind: str = "follow-up"  # follow-up | artifact (a role's closure artifact)
-
-
-class Guardrail(msgspec.Struct, kw_only=True, frozen=True):
-    """One validation metric: which way is bad, how much change is tolerated, whether it is fatal."""
-
-    metric: (
-        str  # e2e_p95 | e2e_p99 | stage_p99 | throughput | fallback_rate | recompile_rate | quality
-    )
-    label: str
-    direction: str  # "increase" (higher is worse) | "decrease" (lower is worse) | "both"
-    tolerance: float  # relative to the baseline value
-    critical: bool
-    stage: str | None = None
-    min_effect: float = 0.0  # absolute floor of the tolerated change (rates near zero)
-
-
-class Cell(msgspec.Struct, kw_only=True, frozen=True):
-    """The judge's result for one guardrail; `reason` says why in one sentence."""
-
-    metric: str
-    label: str
-    classification: str  # Pass | High | Low | Nodata
-    passed: bool
-    critical: bool
-    direction: str
-    tolerance: float
-    unit: str
-    statistic: str
-    baseline_value: float | None
-    candidate_value: float | None
-    diff: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n_baseline: int
-    n_candidate: int
-    reason: str
-    warnings: list[str] = []
-    # Location shift of the whole distribution (Hodges-Lehmann, Moses CI, Mann-Whitney p).
-    shift: float | None = None
-    shift_low: float | None = None
-    shift_high: float | None = None
-    p_value: float | None = None
-
-
-class Validation(msgspec.Struct, kw_only=True, frozen=True):
-    candidate: str
-    baseline: str
-    baseline_role: str
-    guardrails: list[Guardrail]
-    cells: list[Cell]
-    score: float
-    verdict: str  # Pass | Marginal | Fail
-    reasons: list[str]
-    validated_at: str
-    validated_by: str
-    confidence_level: float
-    pass_threshold: float
-    marginal_threshold: float
-
-
-class ReplayCheck(msgspec.Struct, kw_only=True, frozen=True):
-    """Is the candidate measured on production-like shapes? PSI of its shape mix vs the failing run."""
-
-    reference: str
-    candidate: str
-    psi: float | None
-    psi_threshold: float
-    unseen_share: float | None
-    unseen_threshold: float
-    n_reference: int
-    n_candidate: int
-    n_shapes: int
-    passed: bool
-    reason: str
-    top_shapes: list[dict[str, Any]] = []
-
-
-class RollbackCriterion(msgspec.Struct, kw_only=True, frozen=True):
-    """An explicit threshold that, once crossed after rollout, triggers a rollback."""
-
-    metric: str
-    label: str
-    op: str  # ">" or "<"
-    threshold: float
-    unit: str
-    window_requests: int
-    source: str  # "guardrail" or "manual"
-
-
-class TimelineEntry(msgspec.Struct, kw_only=True, frozen=True):
-    at: str
-    actor: str
-    event: str
-    status_from: str | None = None
-    status_to: str | None = None
-    note: str = ""
-
-
-class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
-    at: str
-    actor: str
-    field: str
-    old: str  # compact JSON
-    new: str
-
-
-class Incident(msgspec.Struct, kw_only=True, frozen=True):
-    schema_version: int = INCIDENT_SCHEMA_VERSION
-    id: str
-    title: str
-    severity: str
-    status: str = "declared"
-    created_at: str
-    updated_at: str
-    created_by: str
-    version: int = 0
-    failing: str | None = None
-    comparator: str | None = None
-    fixed_metadata: str | None = None
-    # The locked tag allowed to differ in the pairing (the change the regression followed);
-    # records written before it existed decode as None.
-    suspect: str | None = None
-    candidate: str | None = None
-    locked_tags: dict[str, dict[str, str | None]] = {}  # run id -> field -> value
-    locked_keys: list[str] = []  # the fields a fair comparison must hold equal
-    pair_warnings: list[str] = []
-    localization: Localization | None = None
-    claims: list[Claim] = []
-    triage: dict[str, Any] = {}
-    owners: list[Owner] = []
-    actions: list[Action] = []
-    validation: Validation | None = None
-    validation_history: list[Validation] = []
-    rollback_criteria: list[RollbackCriterion] = []
-    replay_check: ReplayCheck | None = None
-    timeline: list[TimelineEntry] = []
-    audit: list[AuditEntry] = []
-
-
-class IncidentSummary(msgspec.Struct, kw_only=True, frozen=True):
-    """One line of `incident list`."""
-
-    id: str
-    title: str
-    severity: str
-    status: str
-    updated_at: str
-    version: int
-    failing: str | None
-    candidate: str | None
-    verdict: str | None
-    overdue_actions: int
 
 
 def now_iso() -> str:
@@ -242,21 +73,50 @@ def _lock_path(store: Path, incident_id: str) -> Path:
     return incidents_dir(store) / f".{check_incident_id(incident_id)}.lock"
 
 
-def _decode(path: Path, data: bytes) -> Incident:
+def read_record_bytes(path: Path) -> bytes:
+    """The bytes of a record file: a regular file, not a symlink, FIFO or folder (whose read
+    would follow a link out of the store, block forever or fail with a traceback)."""
     try:
-        inc = msgspec.json.decode(data, type=Incident)
-    except msgspec.ValidationError as exc:  # a subclass of DecodeError: test it first
-        raise WorkbenchError(str(path), f"incident record has the wrong schema: {exc}") from exc
-    except msgspec.DecodeError as exc:
-        raise WorkbenchError(str(path), f"malformed incident record: {exc}") from exc
-    if inc.schema_version != INCIDENT_SCHEMA_VERSION:
-        raise WorkbenchError(
-            str(path),
-            f"incident schema_version {inc.schema_version} is not supported "
-            f"(this program reads {INCIDENT_SCHEMA_VERSION})",
-        )
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if os.path.islink(path):
+            raise WorkbenchError(
+                str(path), "is a symbolic link, not an incident record; move it out of incidents/"
+            ) from None
+        raise WorkbenchError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+            raise WorkbenchError(
+                str(path), f"is {kind}, not an incident record; move it out of incidents/"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    except OSError as exc:
+        raise WorkbenchError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def repair_hint(incident_id: str) -> str:
+    return f"`workbench incident repair {incident_id}` fixes it"
+
+
+def _decode(path: Path, data: bytes) -> Incident:
+    """The record in `data`; one-line WorkbenchError saying why not and what repairs it."""
+    try:
+        inc = record_from_raw(parse_record(data))
+    except RecordProblem as exc:
+        how = repair_hint(path.stem) if exc.repairable else "restore it or fix it by hand"
+        what = "malformed" if exc.where == "$" and not exc.repairable else "has the wrong schema"
+        raise WorkbenchError(str(path), f"incident record {what}: {exc}; {how}") from None
     if inc.id != path.stem:
-        raise WorkbenchError(str(path), f"record holds incident {inc.id!r}, not {path.stem!r}")
+        raise WorkbenchError(
+            str(path), f"record holds incident {inc.id!r}, not {path.stem!r}; rename the file"
+        )
     return inc
 
 
@@ -264,40 +124,57 @@ def load_incident(store: Path, incident_id: str) -> Incident:
     """The saved record of incident_id; a one-line error when missing or unreadable."""
     path = incident_path(store, incident_id)
     try:
-        data = path.read_bytes()
+        data = read_record_bytes(path)
     except FileNotFoundError:
         raise WorkbenchError(incident_id, f"no such incident in {store}") from None
-    except OSError as exc:
-        raise WorkbenchError(str(path), f"cannot read: {exc.strerror or exc}") from exc
     return _decode(path, data)
 
 
-def list_incidents(store: Path) -> list[IncidentSummary]:
-    """Every incident of the store, most recently updated first; unreadable records raise."""
+def _summary(inc: Incident, today: str) -> IncidentSummary:
+    return IncidentSummary(
+        id=inc.id,
+        title=inc.title,
+        severity=inc.severity,
+        status=inc.status,
+        updated_at=inc.updated_at,
+        version=inc.version,
+        failing=inc.failing,
+        candidate=inc.candidate,
+        verdict=inc.validation.verdict if inc.validation else None,
+        overdue_actions=sum(1 for a in inc.actions if a.status == "open" and a.due < today),
+    )
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A file in incidents/ that is not a loadable record, and why (one line)."""
+
+    path: str
+    problem: str
+
+
+def scan_incidents(store: Path) -> tuple[list[IncidentSummary], list[Unreadable]]:
+    """Every readable incident (most recently updated first) and every unreadable record file."""
     folder = incidents_dir(store)
     if not folder.is_dir():
-        return []
-    out = []
+        return [], []
+    out, bad = [], []
     today = datetime.now(UTC).date().isoformat()  # ISO dates compare as strings
-    for path in folder.glob("*.json"):
+    for path in sorted(folder.glob("*.json")):
         if path.name.startswith(".") or not ID_RE.fullmatch(path.stem):
             continue
-        inc = _decode(path, path.read_bytes())
-        out.append(
-            IncidentSummary(
-                id=inc.id,
-                title=inc.title,
-                severity=inc.severity,
-                status=inc.status,
-                updated_at=inc.updated_at,
-                version=inc.version,
-                failing=inc.failing,
-                candidate=inc.candidate,
-                verdict=inc.validation.verdict if inc.validation else None,
-                overdue_actions=sum(1 for a in inc.actions if a.status == "open" and a.due < today),
-            )
-        )
-    return sorted(out, key=lambda s: (s.updated_at, s.id), reverse=True)
+        try:
+            out.append(_summary(_decode(path, read_record_bytes(path)), today))
+        except FileNotFoundError:  # removed since the listing
+            continue
+        except WorkbenchError as exc:
+            bad.append(Unreadable(str(path), exc.one_line()))
+    return sorted(out, key=lambda s: (s.updated_at, s.id), reverse=True), bad
+
+
+def list_incidents(store: Path) -> list[IncidentSummary]:
+    """Every readable incident of the store, most recently updated first."""
+    return scan_incidents(store)[0]
 
 
 def next_incident_id(store: Path, today: datetime | None = None) -> str:
@@ -315,7 +192,8 @@ def next_incident_id(store: Path, today: datetime | None = None) -> str:
 @contextmanager
 def _locked(store: Path, incident_id: str) -> Iterator[None]:
     lock = _lock_path(store, incident_id)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    # O_NOFOLLOW: a symlink planted as the lock file must not make us create files elsewhere.
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -325,9 +203,16 @@ def _locked(store: Path, incident_id: str) -> Iterator[None]:
 
 
 def _on_disk_version(path: Path) -> int | None:
-    if not path.exists():
+    """The version of the record on disk (read leniently: a record being repaired may not
+    decode), None when there is none."""
+    try:
+        raw = parse_record(read_record_bytes(path))
+    except FileNotFoundError:
         return None
-    return _decode(path, path.read_bytes()).version
+    except RecordProblem as exc:
+        raise WorkbenchError(str(path), f"unreadable incident record: {exc}") from None
+    version = raw.get("version")
+    return version if isinstance(version, int) and not isinstance(version, bool) else 0
 
 
 def _compact(value: Any) -> str:
@@ -387,6 +272,11 @@ def save_incident(store: Path, updated: Incident, base: Incident | None, actor: 
         updated_at=at,
         audit=[*updated.audit, *audit_diff(base, updated, actor, at)],
     )
+    data = encode_record(saved)
+    try:
+        record_from_raw(parse_record(data))
+    except RecordProblem as exc:  # e.g. a NaN that JSON can only hold as null
+        raise WorkbenchError(updated.id, f"refusing to save: {exc}") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with _locked(store, updated.id):
@@ -405,7 +295,6 @@ def save_incident(store: Path, updated: Incident, base: Incident | None, actor: 
             for stale in path.parent.glob(f".{updated.id}.*.tmp"):
                 if _TMP_RE.fullmatch(stale.name[len(updated.id) + 2 :]):  # not "<id>.x"'s
                     stale.unlink(missing_ok=True)
-            data = msgspec.json.format(msgspec.json.encode(saved), indent=2)
             # A bucket store's record goes to the bucket first, by a conditional PUT.
             objstore.publish_record(store, path.name, data, is_new=expected is None)
             write_atomic(path, lambda fh: fh.write(data))

@@ -12,18 +12,9 @@ import msgspec
 
 from accel.stages import MECHANISMS, STAGES
 from workbench.errors import WorkbenchError
-from workbench.triage.incident import Incident, TimelineEntry, now_iso
+from workbench.triage.incident import STATUSES, Incident, TimelineEntry, now_iso
 from workbench.triage.owners import roles_involved
 
-STATUSES: Final[tuple[str, ...]] = (
-    "declared",
-    "paired",
-    "localized",
-    "classified",
-    "assigned",
-    "validating",
-    "closed",
-)
 STATUS_INDEX: Final[dict[str, int]] = {s: i for i, s in enumerate(STATUSES)}
 
 

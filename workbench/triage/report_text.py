@@ -47,6 +47,18 @@ def _wrap(text: str, first: str = "  ", rest: str = "      ") -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest) or [first]
 
 
+def _rerun_line(rerun: dict[str, dict[str, float]]) -> str:
+    """Whether the base queue re-run gave back each run's observed tail, and by how much."""
+    parts = []
+    for role, d in rerun.items():
+        errs = [d.get(f"rel_error_{q}") for q in ("p50", "p95", "p99")]
+        worst = max((e for e in errs if e is not None and math.isfinite(e)), default=math.nan)
+        ok = "reproduces" if d.get("reproduced") else "does NOT reproduce"
+        parts.append(f"{role} {ok} p50/p95/p99 (worst {_pct(worst)} off)")
+    tol = next(iter(rerun.values()), {}).get("tolerance", math.nan)
+    return f"base queue re-run ({_pct(tol)} tolerance): " + "; ".join(parts)
+
+
 def render(r: TriageResult) -> str:
     """Plain text, widest line under 110 columns; times in milliseconds."""
     out: list[str] = [
@@ -60,6 +72,9 @@ def render(r: TriageResult) -> str:
             out.extend(_wrap(w, "  ! "))
     lat = r.stages[0]
     out.append("VERDICT")
+    v = r.verdict
+    if v:
+        out.extend(_wrap(f"{v['outcome'].upper()}: {v['reason']}"))
     if r.triggered:
         mech = r.mechanism + (f" (then {r.secondary_mechanism})" if r.secondary_mechanism else "")
         out.append(
@@ -69,7 +84,9 @@ def render(r: TriageResult) -> str:
         out.append(
             f"  explains {_pct(r.explained_share)} of the p99 gap ({r.explained_share_method})"
         )
-    else:
+        out.extend(_wrap(f"confidence: {v.get('confidence_method', '')}"))
+        out.extend(_wrap(_rerun_line(v.get("base_rerun", {}))))
+    elif not v:
         out.append(f"  no significant tail regression (mechanism {r.mechanism})")
     out.append(
         f"  p95 gap {_ci(r.p95_gap)} ms   p99 gap {_ci(r.p99_gap)} ms   "

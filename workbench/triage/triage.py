@@ -6,7 +6,7 @@ import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,6 +21,7 @@ from accel.localize import (
     Localization,
     Replayed,
     SwapInputs,
+    TriggerPolicy,
     localize,
     replayed,
     swap_inputs,
@@ -36,6 +37,7 @@ from workbench.store.arrays import (
     load_run_arrays,
     run_exists,
     run_presence,
+    verify_present,
 )
 from workbench.store.layout import check_run_id, read_run_row
 from workbench.triage import evidence, heap, pairing, retuning
@@ -45,6 +47,9 @@ from workbench.triage.warmup import Warmup, warmup_of
 Progress = Callable[[str, float], None]
 DEFAULT_PROFILE: Final[str] = "h100"
 MIN_TRIAGE_REQUESTS: Final[int] = 5  # below this no tail quantile means anything
+# Locked tags whose difference is the environment, not a change the model can localize: a
+# pair that differs in one is inconclusive (hardware is weighed by its profiles instead).
+ENVIRONMENT_TAGS: Final[tuple[str, ...]] = ("device_count", "thermal_state")
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ class TriageResult:
     tail_drivers: list[dict[str, Any]]
     evidence: dict[str, EvidenceTable] = field(default_factory=dict)
     replay: dict[str, Any] = field(default_factory=dict)  # see to_json
+    verdict: dict[str, Any] = field(default_factory=dict)  # see verdict_doc
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON; times in us, NaN as null. "replay" is {} or {"decided_by",
@@ -134,9 +140,30 @@ class TriageResult:
                     for name, t in self.evidence.items()
                 },
                 "replay": self.replay,
+                "verdict": self.verdict,
             }
         )
         return doc
+
+
+def verdict_doc(loc: Localization) -> dict[str, Any]:
+    """The trigger's outcome and reason, its thresholds and intervals, whether the base queue
+    re-run reproduced each run's observed tail (and by how much), the origin's bootstrap
+    agreement, direct evidence (tail first) and, across hardware, what the profiles predict."""
+    return {
+        "outcome": loc.outcome,
+        "reason": loc.outcome_reason,
+        "p95_gap_us": {"value": loc.p95_gap_us, "lo": loc.p95_gap_ci[0], "hi": loc.p95_gap_ci[1]},
+        "p99_gap_us": {"value": loc.p99_gap_us, "lo": loc.p99_gap_ci[0], "hi": loc.p99_gap_ci[1]},
+        "threshold_us": loc.threshold_us,
+        "threshold_basis": loc.threshold_basis,
+        "base_rerun": loc.rerun,
+        "origin_agreement": loc.origin_agreement,
+        "confidence_method": loc.confidence_method,
+        "decided_by": loc.decided_by,
+        "direct_evidence": loc.direct,
+        "hardware_gap": loc.hardware_gap,
+    }
 
 
 def replay_doc(loc: Localization) -> dict[str, Any]:
@@ -200,9 +227,12 @@ def triage(
     fixed: str | None = None,
     progress: Progress | None = None,
     release_heap: bool = True,
+    policy: TriggerPolicy | None = None,
 ) -> TriageResult:
     """Pair, gather evidence, replay and localize; pure: reads the store, writes nothing.
-    `release_heap` False keeps the freed heap (see heap.reused_heap), for a command that exits."""
+    `release_heap` False keeps the freed heap (see heap.reused_heap), for a command that exits.
+    `policy`: what counts as a regression (default TriggerPolicy; the runs' SLO fills sla_us
+    when it is not set)."""
 
     def step(msg: str, frac: float) -> None:
         if progress:
@@ -212,12 +242,13 @@ def triage(
         if rid is not None:
             check_run_id(rid)
     con = db.connect(store)
+    verify_present(con, failing, comparator, fixed)  # damaged files: an error, not a verdict
     # One duckdb thread: the evidence queries run beside this thread's numpy work, which has
     # the other core.
     con.execute("SET threads = 1")
     try:
         with heap.reused_heap(release=release_heap):
-            return _triage(store, con, failing, comparator, hardware, suspect, fixed, step)
+            return _triage(store, con, failing, comparator, hardware, suspect, fixed, step, policy)
     finally:
         con.close()
 
@@ -231,6 +262,7 @@ def _triage(
     suspect: str | None,
     fixed: str | None,
     step: Progress,
+    policy: TriggerPolicy | None,
 ) -> TriageResult:
     if not run_exists(con, failing):
         raise WorkbenchError(repr(failing), "failing run is not in the store")
@@ -254,6 +286,10 @@ def _triage(
     hw, hw_warning = profile_for(hw_tag if isinstance(hw_tag, str) else None, hardware)
     if hw_warning:
         warnings.append(hw_warning)
+    comparator_hw, context = _pair_context(store, con, failing, comparator, hw, suspect)
+    pol = policy or TriggerPolicy()
+    if pol.sla_us is None:
+        pol = replace(pol, sla_us=_sla(con, comparator))
 
     step("warm-up", 0.1)
     warm_f = warmup_of(con, failing)
@@ -294,6 +330,9 @@ def _triage(
                     n_boot=evidence.N_BOOT,
                     replays=(replay_f, replay_c),
                     prepared=swap.result(),
+                    policy=pol,
+                    comparator_hw=comparator_hw,
+                    context=context,
                 )
                 tables, stages, with_warmup, drift = found.result()
             finally:
@@ -309,6 +348,10 @@ def _triage(
 
     step("claims", 0.9)
     tables["shape_buckets"] = EvidenceTable("shape_buckets", bucket_params, buckets)
+    # One set of tail-gap intervals everywhere: the ones the trigger decided on.
+    gap95 = Interval(loc.p95_gap_us, *loc.p95_gap_ci)
+    gap99 = Interval(loc.p99_gap_us, *loc.p99_gap_ci)
+    stages[0] = replace(stages[0], diff={**stages[0].diff, "p95": gap95, "p99": gap99})
     latency = stages[0]
     recompiles = _recompile_summary(steady_f, warm_f, latency)
     if loc.mechanism == "recompile" and not origin_share > 0:
@@ -337,8 +380,8 @@ def _triage(
         explained_share=origin_share,
         explained_share_method=share_method,
         explained_share_by_stage=share_by_stage,
-        p95_gap=latency.diff["p95"],
-        p99_gap=latency.diff["p99"],
+        p95_gap=gap95,
+        p99_gap=gap99,
         triggered=bool(loc.triggered),
         claims=claims,
         primary_metric=pm_rows,
@@ -353,7 +396,49 @@ def _triage(
         tail_drivers=drivers,
         evidence=tables,
         replay=replay_doc(loc),
+        verdict=verdict_doc(loc),
     )
+
+
+def _pair_context(
+    store: Path,
+    con: duckdb.DuckDBPyConnection,
+    failing: str,
+    comparator: str,
+    hw: HardwareProfile,
+    suspect: str | None,
+) -> tuple[HardwareProfile | None, tuple[str, ...]]:
+    """The comparator's hardware profile when it differs from the failing run's, and reasons
+    the pair is inconclusive: environment tags that differ, hardware without a profile."""
+    reasons = [
+        f"locked tag {m.key} differs ({m.failing_value or 'unknown'} vs "
+        f"{m.other_value or 'unknown'}): the environment changed, not something the model can "
+        "localize"
+        for m in pairing.locked_mismatches(con, failing, [comparator], suspect=suspect)[comparator]
+        if m.key in ENVIRONMENT_TAGS
+    ]
+    f_tag = (read_run_row(store, failing) or {}).get("hardware")
+    c_tag = (read_run_row(store, comparator) or {}).get("hardware")
+    f_tag = f_tag if isinstance(f_tag, str) else None
+    c_tag = c_tag if isinstance(c_tag, str) else None
+    if (f_tag or "").strip().lower() == (c_tag or "").strip().lower():
+        return None, tuple(reasons)
+    c_hw, c_unknown = profile_for(c_tag, None)
+    _, f_unknown = profile_for(f_tag, None)
+    if c_unknown or f_unknown or c_hw.name == hw.name:
+        reasons.append(
+            f"hardware differs ({f_tag or 'unknown'} vs {c_tag or 'unknown'}) and the "
+            "profiles cannot say how much of the gap that explains"
+        )
+        return None, tuple(reasons)
+    return c_hw, tuple(reasons)
+
+
+def _sla(con: duckdb.DuckDBPyConnection, run_id: str) -> float | None:
+    """The run's SLO in us, when its requests carry one."""
+    row = db.query(con, "run_sla", {"run_id": run_id}).to_pylist()[0]
+    v = row["sla_us"]
+    return float(v) if v is not None and math.isfinite(float(v)) and v > 0 else None
 
 
 def _load(con: duckdb.DuckDBPyConnection, run_id: str, warm: Warmup) -> RunArrays:

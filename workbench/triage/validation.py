@@ -25,7 +25,7 @@ from accel import stats
 from accel.stages import STAGES
 from workbench.errors import WorkbenchError
 from workbench.store import db
-from workbench.store.arrays import run_exists
+from workbench.store.arrays import run_exists, verify
 from workbench.triage import lifecycle
 from workbench.triage.guardrails import RunSamples, default_guardrails, rollback_criteria
 from workbench.triage.incident import (
@@ -56,6 +56,7 @@ def load_samples(con: duckdb.DuckDBPyConnection, run_id: str) -> RunSamples:
     """The judge's per-request samples of run_id; WorkbenchError when the run is not there."""
     if not run_exists(con, run_id):
         raise WorkbenchError(repr(run_id), "unknown run id (not in the store)")
+    verify(con, run_id)
     t = db.query(con, "validation_requests", {"run_id": run_id})
     return RunSamples(
         run_id=run_id,

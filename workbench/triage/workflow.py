@@ -17,6 +17,7 @@ from accel.stages import MECHANISMS, STAGES
 from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.triage import lifecycle
+from workbench.triage.guardrails import check_criterion
 from workbench.triage.incident import (
     Action,
     Claim,
@@ -24,11 +25,16 @@ from workbench.triage.incident import (
     Localization,
     Owner,
     RollbackCriterion,
+    create_incident,
     modify,
     now_iso,
 )
+from workbench.triage.numbers import whole
 from workbench.triage.owners import ACTION_STATUSES, Roster, parse_due
 from workbench.triage.pairing import LOCKED_TAGS, pair_warnings
+
+# Ten years: past that a due date is a typo (and a few million days overflow the calendar).
+MAX_DUE_DAYS = 3650
 
 
 def locked_tag_table(
@@ -97,6 +103,41 @@ def pair(
         return inc
 
     return modify(store, incident_id, actor, change, expected_version)
+
+
+def declare(
+    store: Path,
+    title: str,
+    severity: str,
+    actor: str,
+    incident_id: str | None = None,
+    *,
+    failing: str | None = None,
+    comparator: str | None = None,
+    fixed_metadata: str | None = None,
+    suspect: str | None = None,
+) -> Incident:
+    """Declare an incident, paired at once when failing and comparator are given. The runs are
+    checked before anything is written: a bad run id creates no incident."""
+    if (failing is None) != (comparator is None):
+        raise WorkbenchError("incident new", "give both --failing and --comparator, or neither")
+    if failing is not None and comparator is not None:
+        if failing == comparator:
+            raise WorkbenchError(repr(failing), "the failing run cannot be its own comparator")
+        _pairing(store, failing, comparator, fixed_metadata, suspect)
+    inc = create_incident(store, title, severity, actor, incident_id)
+    if failing is None or comparator is None:
+        return inc
+    return pair(
+        store,
+        inc.id,
+        failing,
+        comparator,
+        actor,
+        fixed_metadata,
+        expected_version=inc.version,
+        suspect=suspect,
+    )
 
 
 def _mechanisms(doc: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -231,6 +272,7 @@ def assign(
     r = roster.role(role)
     if not person.strip():
         raise WorkbenchError(repr(role), "a person is required")
+    whole(due_days, "due days", 0, MAX_DUE_DAYS)
     at = now_iso()
     due = (datetime.now(UTC).date() + timedelta(days=due_days)).isoformat()
 
@@ -322,9 +364,8 @@ def set_rollback_criteria(
     expected_version: int | None = None,
 ) -> Incident:
     """Replace the rollback criteria (the validation proposes them from the guardrails)."""
-    for c in criteria:
-        if c.op not in (">", "<") or c.window_requests <= 0:
-            raise WorkbenchError(incident_id, f"bad rollback criterion for {c.metric}")
+    for i, c in enumerate(criteria, start=1):
+        check_criterion(c, f"rollback criterion {i}")
 
     def change(inc: Incident) -> Incident:
         _refuse_closed(inc)

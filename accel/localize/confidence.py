@@ -1,0 +1,107 @@
+"""The origin decision over the evidence, and how often it holds when the requests are resampled.
+
+Each piece of evidence is a candidate: a stage, its kind (plan swap, residual shift, direct
+evidence), a base and a counterfactual latency per failing request, whether its shift test
+passed, and the share of the tail gap it must remove. The origin is the first stage in pipeline
+order with a candidate that passes, else the manifest stage (largest p95 own-time gap). The
+confidence reported is the share of bootstrap resamples of the requests of both runs that give
+the same origin (the tests' verdicts are taken from the full runs; the shares, the gaps and the
+manifest are recomputed on each resample).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from accel.ops import F64, I64
+from accel.stages import STAGES
+
+N_RESAMPLES: Final[int] = 60
+SOURCES: Final[tuple[str, ...]] = ("plan_swap", "residual", "direct")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One piece of evidence that can name its stage as the origin."""
+
+    stage: str
+    source: str  # one of SOURCES
+    label: str  # e.g. "lowering", "execution:barrier"
+    base: F64  # per failing request: latency the counterfactual is compared with
+    cf: F64  # per failing request: latency without what this evidence blames
+    eligible: bool  # its shift test passed (plan swaps: always)
+    need: float  # share of the tail gap it must remove
+
+
+@dataclass(frozen=True)
+class Decision:
+    origin: str
+    decided_by: str  # a SOURCES entry or "manifest"
+    candidate: int  # index into the candidates, -1 for the manifest
+    shares: list[float]  # per candidate: mean share of the p95/p99 gaps removed
+
+
+_QS = np.array([0.95, 0.99])
+
+
+def _quantiles(rows: list[F64], idx: I64 | None) -> F64:
+    """(len(rows), 2): p95 and p99 of each row, on the resampled requests `idx`."""
+    m = np.stack(rows) if rows else np.zeros((0, 1))
+    if idx is not None:
+        m = m[:, idx]
+    return np.asarray(np.quantile(m, _QS, axis=1).T, dtype=np.float64)
+
+
+def decide(
+    cands: list[Candidate],
+    lf: F64,
+    lc: F64,
+    own_f: F64,
+    own_c: F64,
+    fi: I64 | None = None,
+    ci: I64 | None = None,
+) -> Decision:
+    """The origin on the requests fi of failing and ci of comparator (None: all of them);
+    own_f / own_c: (n, 5) per-stage own time, whose p95 gap names the manifest stage."""
+    qf = _quantiles([lf, *(c.base for c in cands), *(c.cf for c in cands)], fi)
+    qc = _quantiles([lc], ci)[0]
+    gap = qf[0] - qc
+    k = len(cands)
+    shares = []
+    for j in range(k):
+        removed = qf[1 + j] - qf[1 + k + j]
+        s = np.where(gap > 0, removed / np.where(gap > 0, gap, 1.0), 0.0)
+        shares.append(float(np.clip(s, -1.0, 1.5).mean()))
+    for stage in STAGES:
+        for source in SOURCES:
+            for j, c in enumerate(cands):
+                if c.stage == stage and c.source == source and c.eligible and shares[j] >= c.need:
+                    return Decision(stage, source, j, shares)
+    mf = own_f if fi is None else own_f[fi]
+    mc = own_c if ci is None else own_c[ci]
+    manifest_gap = np.quantile(mf, 0.95, axis=0) - np.quantile(mc, 0.95, axis=0)
+    return Decision(STAGES[int(np.argmax(manifest_gap))], "manifest", -1, shares)
+
+
+def origin_agreement(
+    cands: list[Candidate],
+    lf: F64,
+    lc: F64,
+    own_f: F64,
+    own_c: F64,
+    origin: str,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> float:
+    """Share of bootstrap resamples (requests of both runs, with replacement) whose decision
+    names `origin`."""
+    rng = np.random.default_rng(seed)
+    same = 0
+    for _ in range(n_resamples):
+        fi = rng.integers(0, lf.size, lf.size)
+        ci = rng.integers(0, lc.size, lc.size)
+        same += decide(cands, lf, lc, own_f, own_c, fi, ci).origin == origin
+    return same / n_resamples if n_resamples else float("nan")

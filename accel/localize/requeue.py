@@ -1,0 +1,202 @@
+"""The queue and batch re-run: jobs, holds and waits as the trace shows them, and the latency
+of every request when its service stages take other times.
+
+A request's service is its stages after ingress (plus `other`); it ends at arrival + latency,
+so its service interval is [end - service, end]. Requests whose service intervals overlap are
+one job (members of a batch served together, or batched continuously); intervals that only
+touch are jobs of their own, one after another (members of a batch served in turn). Each job
+is ready when its anchor arrived (its latest member arrival before its start; with batch ids,
+the latest arrival of its members' batches) and starts when the server is free, plus the
+batcher's hold (start - max(anchor, previous job's end)). The re-run replays that recurrence
+with new service times, so saved service moves later jobs up (queue) and later members of a
+batch (batch-mates), while holds and arrivals stay as observed. On the observed service the
+re-run gives back the observed latencies: `reproduction` states by how much it does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from accel.ops import F64, I64, RequestArrays
+from accel.stages import STAGE_CODE
+from accel.stats import quantile
+
+INGRESS = STAGE_CODE["ingress"]
+REPRO_QS: Final[tuple[float, ...]] = (0.5, 0.95, 0.99)
+REPRO_QNAMES: Final[tuple[str, ...]] = ("p50", "p95", "p99")
+# The base re-run must give back each observed quantile within this relative error before any
+# counterfactual computed through it is trusted.
+REPRO_TOLERANCE: Final[float] = 0.05
+
+
+def batch_heads(req: RequestArrays) -> I64:
+    """Index of one request per batch (batch-level stages are identical within a batch)."""
+    if req.batch_id is None or not np.any(req.batch_id >= 0):
+        return np.arange(req.size, dtype=np.int64)
+    bid = np.asarray(req.batch_id, dtype=np.int64)
+    solo = np.flatnonzero(bid < 0)
+    _, first = np.unique(bid[bid >= 0], return_index=True)
+    heads = np.flatnonzero(bid >= 0)[first]
+    return np.sort(np.concatenate((heads, solo))).astype(np.int64)
+
+
+def batch_ids(req: RequestArrays) -> I64:
+    """Batch id per request; requests without one get fresh ids past every batch id."""
+    if req.batch_id is None:
+        return np.arange(req.size, dtype=np.int64)
+    bid = np.asarray(req.batch_id, dtype=np.int64).copy()
+    solo = bid < 0
+    bid[solo] = bid.max(initial=-1) + 1 + np.arange(int(solo.sum()))
+    return bid
+
+
+def service_of(stage_us: F64) -> F64:
+    """Per request: service time, the stages after ingress plus `other` (NaN as 0)."""
+    st = np.nan_to_num(np.asarray(stage_us, dtype=np.float64), nan=0.0)
+    return np.asarray(np.maximum(st[:, INGRESS + 1 :].sum(axis=1), 0.0), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """A run's observed queue: jobs in service order and each request's place in them."""
+
+    arrival: F64  # per request
+    service: F64  # per request: observed service
+    job: I64  # per request: its job, numbered in service order
+    offset: F64  # per request: end - its job's start (own service + wait for mates inside)
+    anchor: F64  # per job: when it was ready to form (latest relevant arrival)
+    job_hold: F64  # per job: start - max(anchor, previous job's end); < 0: pipelined start
+    hold: F64  # per request: its job's hold
+    formation_us: F64  # per request: wait for batch-mates to arrive and the batcher's hold
+    queue_us: F64  # per request: wait for the server, busy with earlier jobs
+    mates_us: F64  # per request: wait for batch-mates served before it
+
+    @property
+    def n_jobs(self) -> int:
+        return int(self.anchor.size)
+
+
+def observed_queue(req: RequestArrays) -> QueueState:
+    """Jobs, anchors, holds and the wait decomposition of a run, from its requests."""
+    arrival = np.nan_to_num(np.asarray(req.arrival_us, dtype=np.float64), nan=0.0)
+    latency = np.maximum(np.nan_to_num(np.asarray(req.latency_us, dtype=np.float64), nan=0.0), 0)
+    n = arrival.size
+    service = np.minimum(service_of(req.stage_us), latency)
+    end = arrival + latency
+    begin = end - service
+    order = np.lexsort((end, begin))
+    # A new job where a request's service overlaps what ran before it by at most a tenth of its
+    # own length: a pipelined start (the next batch begins while the last one's results are
+    # copied out) is a job of its own, starting before the last one ends (a negative hold);
+    # more overlap is concurrent service (one job: a batch, or continuous batching).
+    run_end = np.maximum.accumulate(end[order]) if n else end
+    new = np.ones(n, dtype=bool)
+    if n:
+        new[1:] = begin[order][1:] >= run_end[:-1] - 0.1 * service[order][1:]
+    job_sorted = np.cumsum(new) - 1
+    job = np.empty(n, dtype=np.int64)
+    job[order] = job_sorted
+    nj = int(job_sorted[-1]) + 1 if n else 0
+    jstart = np.full(nj, np.inf)
+    np.minimum.at(jstart, job, begin)
+    jend = np.full(nj, -np.inf)
+    np.maximum.at(jend, job, end)
+    # Anchor: the latest arrival, among the job's members (their whole batch when batch ids are
+    # known), that came before the job started.
+    bid = batch_ids(req)
+    _, binv = np.unique(bid, return_inverse=True)
+    binv = binv.ravel()
+    last_in_batch = np.full(int(binv.max()) + 1 if n else 0, -np.inf)
+    np.maximum.at(last_in_batch, binv, arrival)
+    cand = np.where(req.batch_id is not None, last_in_batch[binv], arrival)
+    # (a rounding tolerance: start = end - service is computed, arrivals are read)
+    tol = 1e-9 * float(np.abs(end).max(initial=1.0))
+    cand = np.where(cand <= jstart[job] + tol, cand, arrival)
+    anchor = np.full(nj, -np.inf)
+    np.maximum.at(anchor, job, np.where(arrival <= jstart[job] + tol, cand, -np.inf))
+    anchor = np.where(np.isfinite(anchor), np.minimum(anchor, jstart), jstart)
+    prev_end = np.full(nj, -np.inf)
+    prev_end[1:] = np.maximum.accumulate(jend)[:-1] if nj else prev_end[1:]
+    job_hold = jstart - np.maximum(anchor, prev_end)
+    offset = end - jstart[job]
+    # The wait split: before its batch's first job starts, queue while the server is busy with
+    # earlier jobs, then formation (batch-mates arriving, the batcher's hold); mates: the rest
+    # (batch-mates served first, inside the job or in earlier jobs of the same batch).
+    first_start = np.full(binv.max() + 1 if n else 0, np.inf)
+    np.minimum.at(first_start, binv, jstart[job])
+    b_start = first_start[binv]
+    first_job = np.searchsorted(jstart, b_start)  # jobs are numbered in start order
+    b_prev = prev_end[np.minimum(first_job, max(nj - 1, 0))]
+    queue = np.maximum(np.minimum(b_prev, b_start) - arrival, 0.0)
+    formation = np.maximum(b_start - np.maximum(b_prev, arrival), 0.0)
+    mates = np.maximum(latency - service - formation - queue, 0.0)
+    return QueueState(
+        arrival=arrival,
+        service=service,
+        job=job,
+        offset=offset,
+        anchor=anchor,
+        job_hold=job_hold,
+        hold=np.asarray(job_hold[job], dtype=np.float64),
+        formation_us=np.asarray(formation, dtype=np.float64),
+        queue_us=np.asarray(queue, dtype=np.float64),
+        mates_us=mates,
+    )
+
+
+def requeue(qu: QueueState, stage_us: F64) -> F64:
+    """Latency per request when the run's service stages take `stage_us` (the queue re-run).
+
+    A member's end moves by its own change of service; a job lasts until its last member
+    ends; job k ends at max(anchor_k, end_{k-1}) + hold_k + length_k, in closed form by
+    prefix sums (G_k = sum of hold + length up to k): end_k = G_k + max_{j<=k}(anchor_j -
+    G_{j-1})."""
+    new_service = service_of(stage_us)
+    offset = np.maximum(qu.offset + (new_service - qu.service), new_service)
+    nj = qu.n_jobs
+    if nj == 0:
+        return np.zeros(0, dtype=np.float64)
+    length = np.zeros(nj)
+    np.maximum.at(length, qu.job, offset)
+    g = qu.job_hold + length
+    big_g = np.cumsum(g)
+    prev_g = np.concatenate(([0.0], big_g[:-1]))
+    jend = big_g + np.maximum.accumulate(qu.anchor - prev_g)
+    jstart = jend - length
+    return np.asarray(jstart[qu.job] + offset - qu.arrival, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """How well the base re-run (observed service through the queue model) gives back the
+    observed latency quantiles; counterfactuals are trusted only when `reproduced`."""
+
+    observed_us: dict[str, float]
+    rerun_us: dict[str, float]
+    rel_error: dict[str, float]  # |rerun - observed| / observed per quantile name
+    tolerance: float
+    reproduced: bool
+
+    @property
+    def worst(self) -> float:
+        return max(self.rel_error.values()) if self.rel_error else float("nan")
+
+
+def reproduction(
+    qu: QueueState, req: RequestArrays, tolerance: float = REPRO_TOLERANCE
+) -> Reproduction:
+    """Re-run the queue on the observed stages and compare p50/p95/p99 with the observed."""
+    observed = np.asarray(req.latency_us, dtype=np.float64)
+    rerun = requeue(qu, np.asarray(req.stage_us, dtype=np.float64))
+    ok = np.isfinite(observed)
+    o = np.atleast_1d(quantile(observed[ok], REPRO_QS)) if ok.any() else np.full(3, np.nan)
+    r = np.atleast_1d(quantile(rerun[ok], REPRO_QS)) if ok.any() else np.full(3, np.nan)
+    obs_d, re_d, err = {}, {}, {}
+    for k, name in enumerate(REPRO_QNAMES):
+        obs_d[name], re_d[name] = float(o[k]), float(r[k])
+        err[name] = abs(float(r[k]) - float(o[k])) / float(o[k]) if o[k] > 0 else float("nan")
+    good = all(np.isfinite(v) and v <= tolerance for v in err.values())
+    return Reproduction(obs_d, re_d, err, tolerance, bool(good))

@@ -1,0 +1,188 @@
+"""Plan swaps: the failing run's stage op times when it takes the comparator's lowering
+decisions (compiles, kernels and tiles, fusion groups) or its core placement.
+
+A core's share of rows moves time along the failing run's own time-per-row.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import numpy as np
+
+from accel.cost import rank_in_runs
+from accel.localize.batching import batch_swap
+from accel.localize.gaps import gap_share, mean_share
+from accel.localize.matching import (
+    Match,
+    SwapBase,
+    SwapInputs,
+    Timing,
+    group_medians,
+    grouped,
+    signature_of,
+)
+from accel.localize.requeue import QueueState, requeue
+from accel.ops import F64, OpArrays, RunArrays, joint_name_codes
+from accel.replay import stage_times
+from accel.stages import STAGE_CODE, STAGES
+
+EXEC = STAGE_CODE["execution"]
+LOW = STAGE_CODE["lowering"]
+
+
+def _exec_delta(
+    f: OpArrays, new_us: F64, n_req: int, observed: F64, placed: OpArrays | None = None
+) -> F64:
+    """Per request and stage: op time with `new_us` (on `placed` cores, default f's) minus the
+    observed op time `observed` (each stage's serial ops plus its busiest core)."""
+    new = stage_times(placed or f, new_us, n_req).stage_us
+    return np.asarray(new - observed, dtype=np.float64)
+
+
+def lowering_swap(
+    f: OpArrays,
+    c: OpArrays,
+    n_req: int,
+    part: str,
+    m: Match,
+    timing: Timing,
+    base: SwapBase,
+) -> F64:
+    """(n_req, 5) change of stage op time when failing ops take the comparator's lowering
+    decisions; `part` is "compile", "kernel" (fallback kernels and tiles), "fusion" or "all"."""
+    delta = np.zeros((n_req, len(STAGES)))
+    if part in ("compile", "all"):
+        # Compiles the comparator does not do: its recompile time per request replaces ours.
+        f_rc = np.bincount(f.req[f.recompile], f.observed_us[f.recompile], n_req)
+        c_n = int(c.req.max()) + 1 if c.size else 1
+        c_rate = float(np.nansum(c.observed_us[c.recompile])) / max(c_n, 1)
+        delta[:, LOW] += np.minimum(c_rate - f_rc, 0.0)
+    if part == "compile":
+        return delta
+    fi, ci, names = m.f_idx, m.c_idx, m.name_code
+    f_tile, c_tile, sig_old = base.f_tile, base.c_tile, base.f_sig
+    if part == "kernel":
+        take = f.fallback[fi] | (f.tile_m[fi] != c.tile_m[ci]) | (f.tile_n[fi] != c.tile_n[ci])
+        fi, ci, names, f_tile, c_tile, sig_old = (
+            x[take] for x in (fi, ci, names, f_tile, c_tile, sig_old)
+        )
+    # The signature reads the swapped fields at fi only; the fusion groups were swapped whole
+    # (in base), since the leaders of the new group instances span ops outside fi.
+    tile, fallback, tier, group = f_tile, f.fallback[fi], f.mem_tier[fi], f.fusion_group[fi]
+    if part in ("kernel", "all"):
+        tile, fallback = c_tile, c.fallback[ci]
+    if part in ("fusion", "all"):  # (no `take` here: fi is every matched op)
+        tier, group = c.mem_tier[ci], base.f_group
+    sig_new = signature_of(tile, group, fallback, tier)
+    t_new = timing.lookup(names, sig_new, f.m[fi])
+    # An op is re-timed when its own decision or its fused group's make-up changed.
+    changed = sig_new != sig_old
+    if part in ("fusion", "all"):  # else fusion groups, hence leaders, are f's own
+        changed |= base.regrouped
+    new_us = np.nan_to_num(f.observed_us, nan=0.0)
+    ok = changed & np.isfinite(t_new)
+    new_us[fi[ok]] = t_new[ok]
+    delta += _exec_delta(f, new_us, n_req, base.observed_stage_us)
+    return delta
+
+
+def placement_swap(
+    f: OpArrays, c: OpArrays, n_req: int, observed: F64, m: Match | None = None
+) -> F64:
+    """(n_req, 5) change of stage op time when failing ops get the comparator's placement:
+    the shards of one op spread over distinct cores in the comparator's row shares; `m`
+    (_match of the pair) saves recoding the op names."""
+    sel = np.flatnonzero((f.stage == EXEC) & (f.core >= 0) & np.isfinite(f.m))
+    csel = np.flatnonzero((c.stage == EXEC) & (c.core >= 0) & np.isfinite(c.m))
+    if not sel.size or not csel.size:
+        return np.zeros((n_req, len(STAGES)))
+    if m is None:
+        f_all, c_all, vocab = joint_name_codes(f, c, kernel_fallback=True)
+    else:
+        f_all, c_all, vocab = m.f_name_code, m.c_name_code, m.vocab
+    f_code, c_code = f_all[sel], c_all[csel]
+    nv = len(vocab)
+    n_core = int(max(f.core.max(), c.core.max())) + 1
+    # Comparator: median share of each core in an op's rows, per op name.
+    c_tot = np.bincount(c.req[csel] * nv + c_code, c.m[csel], (int(c.req.max()) + 1) * nv)
+    c_share = c.m[csel] / c_tot[c.req[csel] * nv + c_code]
+    keys, med = group_medians(c_code * n_core + c.core[csel].astype(np.int64), c_share)
+    flat = np.full(nv * n_core, np.nan)
+    flat[keys] = med
+    share = flat.reshape(nv, n_core)
+    # Each per-shard temporary is dropped once used (here and below): on 2M kernel shards they
+    # are 17 MB each, and the stage table at the end is a triage's high-water mark.
+    del csel, c_code, c_tot, c_share
+    # Failing: the k-th shard (by core) of an op in a request goes to the k-th core.
+    group = f.req[sel] * nv + f_code
+    # Stable sort by (group, core): by core (a radix sort), then stably by group, which only
+    # merges n_core sorted runs when ops come grouped by request (as they usually do).
+    core = f.core[sel]
+    by_core = np.argsort(core.astype(np.uint16) if n_core <= 1 << 16 else core, kind="stable")
+    order = by_core[np.argsort(group[by_core], kind="stable")]
+    rank = np.empty(sel.size, dtype=np.int64)
+    rank[order] = rank_in_runs(group[order])
+    del core, by_core, order
+    new_core = np.minimum(rank, n_core - 1)
+    del rank
+    f_tot = np.bincount(group, f.m[sel], n_req * nv)
+    new_m = f_tot[group] * share[f_code, new_core]
+    del group, f_tot
+    ok = np.isfinite(new_m) & (new_m > 0)
+    # Time per row of each op name, fitted on the failing run's own shards (observed = a + b*m):
+    # moving rows between cores moves b * rows of time.
+    t = np.nan_to_num(f.observed_us[sel], nan=0.0)
+    slope = np.zeros(nv)
+    # Each name's shards in their original order, sliced instead of masked.
+    by_code, bounds = grouped(f_code, nv)
+    m_by, t_by = f.m[sel][by_code], t[by_code]
+    for code, (lo, hi) in enumerate(itertools.pairwise(bounds.tolist())):
+        x = m_by[lo:hi]
+        if hi - lo >= 3 and np.ptp(x) > 0:
+            slope[code] = max(float(np.polyfit(x, t_by[lo:hi], 1)[0]), 0.0)
+    del by_code, m_by, t_by
+    new_us = np.nan_to_num(f.observed_us, nan=0.0)
+    new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - f.m[sel], 0.0), 0.0)
+    cores = f.core.copy()
+    cores[sel] = np.where(ok, new_core, f.core[sel]).astype(cores.dtype)
+    return _exec_delta(f, new_us, n_req, observed, replace(f, core=cores))
+
+
+def plan_swaps(
+    failing: RunArrays,
+    comparator: RunArrays,
+    f_stage: F64,
+    queues: tuple[QueueState, QueueState],
+    base_lat: F64,
+    gaps: dict[str, float],
+    swap: SwapInputs,
+) -> tuple[dict[str, tuple[F64, F64]], dict[str, float], bool]:
+    """Per plan stage (ingress, lowering, scheduling): the failing latency it is compared with
+    and the failing latency under the comparator's decisions for that stage; the mean share of
+    the tail gap each lowering part (compile, kernel, fusion) removes; and whether the ops
+    could be matched (False: ops carry no names, so only the ingress swap was made)."""
+    fr, cr = failing.requests, comparator.requests
+    fq, cq = queues
+    n_req = fr.size
+    out: dict[str, tuple[F64, F64]] = {}
+    parts: dict[str, float] = {}
+    out["ingress"] = batch_swap(fr, cr, fq, cq, failing.ops)
+    m, timing, base = swap.match, swap.timing, swap.base
+    if m is None or timing is None or base is None:
+        return out, parts, False
+    for part in ("compile", "kernel", "fusion", "all"):
+        d = lowering_swap(failing.ops, comparator.ops, n_req, part, m, timing, base)
+        cf = f_stage.copy()
+        cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
+        cf_lat = requeue(fq, cf)
+        if part == "all":
+            out["lowering"] = (base_lat, cf_lat)
+        else:
+            parts[part] = mean_share(gap_share(base_lat, cf_lat, gaps))
+    d = placement_swap(failing.ops, comparator.ops, n_req, base.observed_stage_us, m)
+    cf = f_stage.copy()
+    cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
+    out["scheduling"] = (base_lat, requeue(fq, cf))
+    return out, parts, True

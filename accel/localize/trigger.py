@@ -1,0 +1,165 @@
+"""The trigger: is the failing run's tail worse than the comparator's, by enough to matter?
+
+A regression is declared when, for p95 or p99, the gap's (1 - alpha) interval excludes zero
+AND the gap exceeds a practical threshold (default: a share of the comparator's quantile; with
+an SLO: a share of the SLO, when larger). The interval is a moving-block bootstrap whose block
+length comes from each run's own autocorrelation, and the comparator is checked against itself
+(its first half against its second by the same rule): both calibrations come from the data at
+hand. Outcomes: "regression", "no regression" or "inconclusive", each with its reason; the
+intervals reported are the ones the decision used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+
+from accel.localize.gaps import QNAMES, QS, at_q
+from accel.ops import F64
+from accel.stats import block_bootstrap_quantile_diff, block_length
+
+REGRESSION: Final[str] = "regression"
+NO_REGRESSION: Final[str] = "no regression"
+INCONCLUSIVE: Final[str] = "inconclusive"
+OUTCOMES: Final[tuple[str, ...]] = (REGRESSION, NO_REGRESSION, INCONCLUSIVE)
+
+
+@dataclass(frozen=True)
+class TriggerPolicy:
+    """What counts as a regression; every field can be set by the user."""
+
+    min_rel_gap: float = 0.05  # practical threshold: this share of the comparator's quantile
+    slo_share: float = 0.02  # with an SLO: at least this share of it (the larger one applies)
+    sla_us: float | None = None  # the service's latency SLO, when the runs carry one
+    alpha: float = 0.05  # intervals are (1 - alpha)
+    min_requests: int = 20  # fewer in either run: inconclusive
+    check_comparator: bool = True  # the comparator's halves must not differ by the same rule
+
+
+@dataclass(frozen=True)
+class TailGaps:
+    """Per quantile name (QNAMES): failing - comparator gap, its interval, the relative gap."""
+
+    gap: dict[str, float]
+    ci: dict[str, tuple[float, float]]
+    rel: dict[str, float]
+    block: tuple[int, int] = (1, 1)  # bootstrap block lengths of failing and comparator
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """The trigger's decision, its reason and the figures it read."""
+
+    outcome: str
+    reason: str
+    gaps: TailGaps
+    threshold_us: dict[str, float]
+    threshold_basis: str
+    fired: list[str]
+    comparator_halves: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def regression(self) -> bool:
+        return self.outcome == REGRESSION
+
+
+def tail_gaps(lf: F64, lc: F64, n_boot: int, seed: int, alpha: float = 0.05) -> TailGaps:
+    """The p95/p99 latency gaps of failing (lf) over comparator (lc), both in arrival order,
+    with moving-block bootstrap intervals."""
+    lengths = (block_length(lf), block_length(lc))
+    gaps: dict[str, float] = {}
+    cis: dict[str, tuple[float, float]] = {}
+    rel: dict[str, float] = {}
+    for i, (q, name) in enumerate(zip(QS, QNAMES, strict=True)):
+        d, lo, hi = block_bootstrap_quantile_diff(
+            lf, lc, q, n_boot=n_boot, seed=seed + i, alpha=alpha, lengths=lengths
+        )
+        gaps[name], cis[name] = d, (lo, hi)
+        base = at_q(lc, q)
+        rel[name] = d / base if base > 0 else math.nan
+    return TailGaps(gaps, cis, rel, lengths)
+
+
+def thresholds(lc: F64, policy: TriggerPolicy) -> tuple[dict[str, float], str]:
+    """Practical threshold per quantile in us, and what it is."""
+    out = {n: policy.min_rel_gap * at_q(lc, q) for q, n in zip(QS, QNAMES, strict=True)}
+    basis = f"{policy.min_rel_gap:.0%} of the comparator's quantile"
+    sla = policy.sla_us
+    if sla is not None and math.isfinite(sla) and sla > 0:
+        slo = policy.slo_share * sla
+        if slo > min(out.values()):
+            basis += f", at least {policy.slo_share:.0%} of the SLO {sla:.0f} us"
+        out = {n: max(v, slo) for n, v in out.items()}
+    return out, basis
+
+
+def _fired(tg: TailGaps, limit: dict[str, float]) -> list[str]:
+    return [n for n in QNAMES if tg.ci[n][0] > 0 and tg.gap[n] > limit[n]]
+
+
+def decide(
+    lf: F64,
+    lc: F64,
+    policy: TriggerPolicy,
+    *,
+    n_boot: int,
+    seed: int,
+    context: tuple[str, ...] = (),
+) -> Trigger:
+    """The trigger on the latencies of failing (lf) and comparator (lc) in arrival order.
+
+    `context`: reasons known outside the latencies that make the pair inconclusive (hardware
+    or locked tags that differ beyond what the model accounts for)."""
+    lf = np.asarray(lf, dtype=np.float64)
+    lc = np.asarray(lc, dtype=np.float64)
+    tg = tail_gaps(lf, lc, n_boot, seed, policy.alpha)
+    limit, basis = thresholds(lc, policy)
+    fired = _fired(tg, limit)
+
+    def make(outcome: str, reason: str, halves: dict[str, float] | None = None) -> Trigger:
+        return Trigger(outcome, reason, tg, limit, basis, fired, halves or {})
+
+    n = min(lf.size, lc.size)
+    if n < policy.min_requests:
+        return make(INCONCLUSIVE, f"too few requests ({n} < {policy.min_requests} in a run)")
+    if context:
+        return make(INCONCLUSIVE, "; ".join(context))
+    gap_text = "; ".join(
+        f"{q} gap {tg.gap[q]:+.0f} us ({1 - policy.alpha:.0%} CI {tg.ci[q][0]:+.0f}.."
+        f"{tg.ci[q][1]:+.0f}) vs threshold {limit[q]:.0f} us"
+        for q in QNAMES
+    )
+    if not fired:
+        why = (
+            "intervals include zero"
+            if all(tg.ci[q][0] <= 0 for q in QNAMES)
+            else "gaps below the practical threshold where their intervals exclude zero"
+        )
+        return make(NO_REGRESSION, f"{why}: {gap_text}")
+    halves: dict[str, float] = {}
+    if policy.check_comparator and lc.size >= 2 * policy.min_requests:
+        h = lc.size // 2
+        first, second = lc[:h], lc[h:]
+        aa = tail_gaps(second, first, n_boot, seed + 17, policy.alpha)
+        back = tail_gaps(first, second, n_boot, seed + 29, policy.alpha)
+        a_lim, _ = thresholds(first, policy)
+        b_lim, _ = thresholds(second, policy)
+        for q in QNAMES:
+            halves[f"{q}_gap_us"] = aa.gap[q]
+            halves[f"{q}_lo_us"], halves[f"{q}_hi_us"] = aa.ci[q]
+        unstable = _fired(aa, a_lim) + _fired(back, b_lim)
+        # The comparator differs from itself by more than the failing run differs from it.
+        worse = [q for q in unstable if abs(aa.gap[q]) >= tg.gap[q]]
+        if worse:
+            q = worse[0]
+            return make(
+                INCONCLUSIVE,
+                f"the comparator is not stable: its second half differs from its first by "
+                f"{aa.gap[q]:+.0f} us at {q} (CI {aa.ci[q][0]:+.0f}..{aa.ci[q][1]:+.0f}), as "
+                f"much as the failing run does ({gap_text})",
+                halves,
+            )
+    return make(REGRESSION, f"{' and '.join(fired)} regressed: {gap_text}", halves)

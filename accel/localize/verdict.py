@@ -1,0 +1,484 @@
+"""The verdict: origin stage, manifest stage and mechanism of a tail regression (DESIGN §5).
+
+For a failing run against a comparator on one hardware profile:
+  1. trigger (trigger.py): regression, no regression or inconclusive, with the reason;
+  2. the queue and batch re-run (requeue.py) must give back the observed p50/p95/p99 of both
+     runs within a tolerance before any counterfactual computed through it is trusted;
+  3. plan swaps (swaps.py, batching.py): the failing run gets the comparator's decisions for
+     one plan-bearing stage, the queue is re-run, and the share of the tail gap removed is
+     measured; residual shifts (residuals.py) of observed - predicted per stage; direct
+     evidence (direct.py) for time the model does not predict, and core imbalance;
+  4. the origin (confidence.py): the first stage in pipeline order whose swap removes most of
+     the gap, or whose residual or direct evidence shifts significantly and removes a real
+     share of it; failing all, the manifest stage. Its confidence is the share of bootstrap
+     resamples of the requests that name the same origin.
+When the re-run does not reproduce the tail, only direct evidence is used (each request's own
+latency minus what it blames, no queue), and the confidence is capped at FALLBACK_CAP.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+
+from accel.localize.confidence import Candidate, decide, origin_agreement
+from accel.localize.direct import IMBALANCE, Direct, compare, kind_names, kind_times
+from accel.localize.gaps import QNAMES, at_q, gap_share, mean_share
+from accel.localize.hardware import hardware_gap
+from accel.localize.matching import SwapInputs, swap_inputs
+from accel.localize.mechanism import mechanism_of, secondary_of
+from accel.localize.records import Claim, Localization, _Common
+from accel.localize.requeue import (
+    REPRO_QNAMES,
+    Reproduction,
+    batch_heads,
+    observed_queue,
+    reproduction,
+    requeue,
+)
+from accel.localize.residuals import Replayed, replayed, residual_shifts
+from accel.localize.swaps import plan_swaps
+from accel.localize.trigger import Trigger, TriggerPolicy
+from accel.localize.trigger import decide as trigger
+from accel.ops import F64, RunArrays
+from accel.profiles import HardwareProfile
+from accel.stages import MECHANISMS, STAGE_CODE, STAGES
+from accel.stats import hodges_lehmann_ci, mann_whitney_u
+
+PLAN_STAGES: Final[tuple[str, ...]] = ("ingress", "lowering", "scheduling")
+METHODS: Final[tuple[str, ...]] = ("full", "no_swap", "naive")
+
+# Decision thresholds (shares of the tail gap, and test levels); see bench/localize.py.
+SWAP_SHARE: Final[float] = 0.5  # a plan swap must remove at least half of the tail gap
+RESIDUAL_SHARE: Final[float] = 0.3  # a residual shift must account for this share of the gap
+DIRECT_SHARE: Final[float] = 0.3  # so must direct evidence
+RESIDUAL_ALPHA: Final[float] = 0.01 / len(STAGES)  # Bonferroni over the five stages
+FALLBACK_CAP: Final[float] = 0.5  # confidence ceiling when the re-run missed the tail
+N_BOOT: Final[int] = 400
+INGRESS = STAGE_CODE["ingress"]
+
+
+def _order(run: RunArrays) -> F64:
+    """The run's latencies in arrival order (the trigger's block bootstrap reads runs of them)."""
+    r = run.requests
+    order = np.argsort(np.nan_to_num(np.asarray(r.arrival_us, dtype=np.float64)), kind="stable")
+    return np.asarray(r.latency_us, dtype=np.float64)[order]
+
+
+def _rerun_doc(rep: Reproduction) -> dict[str, float]:
+    out: dict[str, float] = {"tolerance": rep.tolerance, "reproduced": float(rep.reproduced)}
+    for q in REPRO_QNAMES:
+        out[f"observed_{q}_us"] = rep.observed_us[q]
+        out[f"rerun_{q}_us"] = rep.rerun_us[q]
+        out[f"rel_error_{q}"] = rep.rel_error[q]
+    return out
+
+
+def localize(
+    failing: RunArrays,
+    comparator: RunArrays,
+    hw: HardwareProfile,
+    policy: TriggerPolicy | None = None,
+    *,
+    method: str = "full",
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    replays: tuple[Replayed | None, Replayed | None] = (None, None),
+    prepared: SwapInputs | None = None,
+    comparator_hw: HardwareProfile | None = None,
+    context: tuple[str, ...] = (),
+) -> Localization:
+    """Origin stage, manifest stage and mechanism of failing's tail regression vs comparator.
+
+    `method` "full" is DESIGN §5; "no_swap" skips the plan swaps; "naive" names the first stage
+    whose raw time moved (kept for the ablation in bench/localize.py). `replays`: replayed(run,
+    hw) of failing and of comparator, and `prepared`: swap_inputs(failing, comparator), when
+    the caller made them already (None: made here). `comparator_hw`: the comparator's own
+    hardware when it differs from `hw`. `context`: reasons, known to the caller, that the
+    pair cannot be compared (e.g. locked tags that differ), which make it inconclusive.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    for run, rep in zip((failing, comparator), replays, strict=True):
+        if rep is not None and (rep.run_id != run.run_id or rep.profile != hw.name):
+            raise ValueError(
+                f"replay of {rep.run_id} on {rep.profile} is not of {run.run_id} on {hw.name}"
+            )
+    pair = (failing.run_id, comparator.run_id)
+    if prepared is not None and (prepared.failing, prepared.comparator) != pair:
+        raise ValueError(
+            f"swap inputs of {prepared.failing} vs {prepared.comparator} are not of {pair[0]} "
+            f"vs {pair[1]}"
+        )
+    pol = policy or TriggerPolicy()
+    fr, cr = failing.requests, comparator.requests
+    lf, lc = _order(failing), _order(comparator)
+    reasons = list(context)
+    hw_doc: dict[str, dict[str, float]] = {}
+    if comparator_hw is not None and comparator_hw.name != hw.name:
+        # Measured on gaps without a bootstrap first: the profiles' prediction is reported
+        # whatever the trigger says.
+        plain = {n: at_q(lf, q) - at_q(lc, q) for q, n in zip((0.95, 0.99), QNAMES, strict=True)}
+        hg = hardware_gap(comparator, hw, comparator_hw, plain)
+        hw_doc = {
+            "predicted_gap_us": hg.predicted_gap_us,
+            "share_of_gap": hg.share_of_gap,
+            "remaining_gap_us": hg.remaining_gap_us,
+        }
+        reasons.append(
+            f"hardware differs ({hw.name} vs {comparator_hw.name}): the profiles alone predict "
+            f"{hg.predicted_gap_us['p95']:+.0f} us of the {plain['p95']:+.0f} us p95 gap "
+            f"({hg.share_of_gap['p95']:.0%}); the remaining {hg.remaining_gap_us['p95']:+.0f} "
+            "us is not localized across hardware"
+        )
+    trig = trigger(lf, lc, pol, n_boot=n_boot, seed=seed, context=tuple(reasons))
+    tg = trig.gaps
+    gaps, cis, rel = tg.gap, tg.ci, tg.rel
+    claims: list[Claim] = [
+        Claim(
+            f"p95 latency {at_q(lf, 0.95):.0f} us vs {at_q(lc, 0.95):.0f} us "
+            f"(gap {gaps['p95']:+.0f} us, {1 - pol.alpha:.0%} CI {cis['p95'][0]:+.0f}.."
+            f"{cis['p95'][1]:+.0f}); p99 gap {gaps['p99']:+.0f} us (CI {cis['p99'][0]:+.0f}.."
+            f"{cis['p99'][1]:+.0f}); practical threshold {trig.threshold_us['p95']:.0f} / "
+            f"{trig.threshold_us['p99']:.0f} us ({trig.threshold_basis})",
+            {
+                "p95_gap_us": gaps["p95"],
+                "p99_gap_us": gaps["p99"],
+                "p95_rel": rel["p95"],
+                "p99_rel": rel["p99"],
+                "p95_threshold_us": trig.threshold_us["p95"],
+                "p99_threshold_us": trig.threshold_us["p99"],
+                "block_failing": float(tg.block[0]),
+                "block_comparator": float(tg.block[1]),
+                "n_failing": float(fr.size),
+                "n_comparator": float(cr.size),
+            },
+            "moving-block bootstrap of the quantile gap (block length from each run's "
+            "autocorrelation); practical threshold",
+        ),
+        Claim(f"{trig.outcome}: {trig.reason}", dict(trig.comparator_halves), "trigger"),
+    ]
+    common: _Common = {
+        "p95_gap_us": gaps["p95"],
+        "p99_gap_us": gaps["p99"],
+        "p95_gap_ci": cis["p95"],
+        "p99_gap_ci": cis["p99"],
+        "n_failing": fr.size,
+        "n_comparator": cr.size,
+        "p95_rel_gap": rel["p95"],
+        "p99_rel_gap": rel["p99"],
+        "method": method,
+        "outcome": trig.outcome,
+        "outcome_reason": trig.reason,
+        "threshold_us": dict(trig.threshold_us),
+        "threshold_basis": trig.threshold_basis,
+        "hardware_gap": hw_doc,
+    }
+    if not trig.regression:
+        return Localization(
+            triggered=False,
+            origin_stage=None,
+            manifest_stage=None,
+            mechanism="none",
+            secondary_mechanism=None,
+            confidence=0.0,
+            explained_share={},
+            claims=claims,
+            **common,
+        )
+    return _localize_triggered(
+        failing, comparator, hw, method, trig, claims, common, replays, prepared, seed
+    )
+
+
+def _direct_mechanism(kind: str, stage: str) -> str:
+    """The mechanism direct evidence of `kind` points at."""
+    if kind == IMBALANCE:
+        return "core_imbalance"
+    return {
+        "ingress": "queueing",
+        "lowering": "recompile",
+        "scheduling": "core_imbalance",
+        "execution": "barrier_stall",
+        "assembly": "assembly",
+    }[stage]
+
+
+def _direct_doc(d: Direct, share: float) -> dict[str, float | str]:
+    return {
+        "kind": d.kind,
+        "stage": d.stage,
+        "failing_p95_us": d.failing_p95_us,
+        "comparator_p95_us": d.comparator_p95_us,
+        "failing_tail_mean_us": d.failing_tail_mean_us,
+        "comparator_tail_mean_us": d.comparator_tail_mean_us,
+        "tail_share": d.tail_share,
+        "counterfactual_share": share,
+        "hl_us": d.hl_us,
+        "p_value": d.p_value,
+    }
+
+
+def _localize_triggered(
+    failing: RunArrays,
+    comparator: RunArrays,
+    hw: HardwareProfile,
+    method: str,
+    trig: Trigger,
+    claims: list[Claim],
+    common: _Common,
+    replays: tuple[Replayed | None, Replayed | None],
+    prepared: SwapInputs | None,
+    seed: int,
+) -> Localization:
+    gaps = trig.gaps.gap
+    fr, cr = failing.requests, comparator.requests
+    f_stage = np.nan_to_num(np.asarray(fr.stage_us, dtype=np.float64), nan=0.0)
+    c_stage = np.nan_to_num(np.asarray(cr.stage_us, dtype=np.float64), nan=0.0)
+    lf = np.nan_to_num(np.asarray(fr.latency_us, dtype=np.float64), nan=0.0)
+    lc = np.nan_to_num(np.asarray(cr.latency_us, dtype=np.float64), nan=0.0)
+    f_heads, c_heads = batch_heads(fr), batch_heads(cr)
+    fq, cq = observed_queue(fr), observed_queue(cr)
+    rq_f, rq_c = reproduction(fq, fr), reproduction(cq, cr)
+    reproduced = rq_f.reproduced and rq_c.reproduced
+    rerun = {"failing": _rerun_doc(rq_f), "comparator": _rerun_doc(rq_c)}
+    worst = max(rq_f.worst, rq_c.worst)
+    claims.append(
+        Claim(
+            (
+                f"the base queue re-run reproduces the observed tail (p50/p95/p99 within "
+                f"{worst:.1%}, tolerance {rq_f.tolerance:.0%}): counterfactuals through the "
+                "queue are used"
+            )
+            if reproduced
+            else (
+                f"the base queue re-run does NOT reproduce the observed tail (off by up to "
+                f"{worst:.0%}, tolerance {rq_f.tolerance:.0%}): no counterfactual through the "
+                "queue; direct evidence only, confidence capped"
+            ),
+            {f"{role}_{k}": v for role, d in rerun.items() for k, v in d.items()},
+            "queue re-run of the observed service (requeue.reproduction)",
+        )
+    )
+    base_lat = requeue(fq, f_stage) if reproduced else lf
+
+    # Manifest: where the tail time shows up; ingress as the batcher's hold only, since queue
+    # and batch-mate waits amplify every downstream slowdown.
+    own_f, own_c = f_stage[:, :5].copy(), c_stage[:, :5].copy()
+    own_f[:, INGRESS] = np.maximum(fq.hold, 0.0)
+    own_c[:, INGRESS] = np.maximum(cq.hold, 0.0)
+    manifest_gap = {
+        s: at_q(own_f[:, i], 0.95) - at_q(own_c[:, i], 0.95) for i, s in enumerate(STAGES)
+    }
+    manifest = max(STAGES, key=lambda s: manifest_gap[s])
+    scores: dict[str, float] = {}
+
+    if method == "naive":
+        origin: str | None = None
+        decided_by = "manifest"
+        for i, s in enumerate(STAGES):
+            a = f_stage[:, i] if i == INGRESS else f_stage[f_heads, i]
+            b = c_stage[:, i] if i == INGRESS else c_stage[c_heads, i]
+            _, p = mann_whitney_u(a, b)
+            hl = hodges_lehmann_ci(a, b)[0]
+            if p < RESIDUAL_ALPHA and hl > 0:
+                origin, decided_by = s, "raw_shift"
+                break
+        origin = origin or manifest
+        mech = mechanism_of(origin, failing, comparator, {}, scores)
+        return Localization(
+            triggered=True,
+            origin_stage=origin,
+            manifest_stage=manifest,
+            mechanism=mech,
+            secondary_mechanism=None,
+            confidence=0.5,
+            explained_share={},
+            claims=claims,
+            decided_by=decided_by,
+            confidence_method="none (naive method)",
+            rerun=rerun,
+            manifest_gap_us=manifest_gap,
+            **common,
+        )
+
+    # One replay at a time, dropped once its residuals are out: each holds per-op costs.
+    rep_f = replays[0] or replayed(failing, hw)
+    rep_c = replays[1] or replayed(comparator, hw)
+    residual_shift, res_cf = residual_shifts(
+        (rep_f.residual_us, rep_c.residual_us), (f_heads, c_heads), f_stage, fq, base_lat, gaps
+    )
+    cands: list[Candidate] = []
+    parts: dict[str, float] = {}
+    if method == "full" and reproduced:
+        swap = prepared or swap_inputs(failing, comparator)
+        swapped, parts, matched = plan_swaps(
+            failing, comparator, f_stage, (fq, cq), base_lat, gaps, swap
+        )
+        if not matched:
+            claims.append(
+                Claim("ops carry no names or kernels: lowering/scheduling swaps skipped", {}, "")
+            )
+        for s, (b, cf) in swapped.items():
+            cands.append(Candidate(s, "plan_swap", s, b, cf, True, SWAP_SHARE))
+    if reproduced:
+        for s, r in residual_shift.items():
+            ok = r["p_value"] < RESIDUAL_ALPHA and r["hl_us"] > 0
+            cands.append(Candidate(s, "residual", s, base_lat, res_cf[s], ok, RESIDUAL_SHARE))
+    code_f, code_c, vocab = kind_names(failing.ops, comparator.ops)
+    directs = compare(
+        kind_times(failing.ops, code_f, vocab, fr.size),
+        kind_times(comparator.ops, code_c, vocab, cr.size),
+        lf,
+        lc,
+        gaps["p95"],
+    )
+    direct_at: dict[int, Direct] = {}
+    for d in directs:
+        col = STAGE_CODE["execution"] if d.kind == IMBALANCE else STAGE_CODE[d.stage]
+        if reproduced:
+            cf = f_stage.copy()
+            cf[:, col] = np.maximum(cf[:, col] - d.saved_us, 0.0)
+            b, cf_lat = base_lat, requeue(fq, cf)
+        else:
+            b, cf_lat = lf, lf - d.saved_us
+        grew = d.hl_us > 0 or d.failing_p95_us > d.comparator_p95_us
+        ok = d.p_value < RESIDUAL_ALPHA and grew
+        direct_at[len(cands)] = d
+        cands.append(Candidate(d.stage, "direct", d.kind, b, cf_lat, ok, DIRECT_SHARE))
+
+    decision = decide(cands, lf, lc, own_f, own_c)
+    origin, decided_by = decision.origin, decision.decided_by
+    explained: dict[str, dict[str, float]] = {}
+    for st in STAGES:
+        mine = [c for c in cands if c.stage == st]
+        pick = [c for c in mine if c.source == "plan_swap"] or mine
+        if pick:
+            best = max(pick, key=lambda c: mean_share(gap_share(c.base, c.cf, gaps)))
+            explained[st] = gap_share(best.base, best.cf, gaps)
+    direct_doc = sorted(
+        (
+            _direct_doc(d, mean_share(gap_share(cands[j].base, cands[j].cf, gaps)))
+            for j, d in direct_at.items()
+        ),
+        key=lambda x: -float(x["tail_share"]),
+    )[:8]
+
+    scores.update({f"lowering.{k}": v for k, v in parts.items()})
+    if decided_by == "direct":
+        mech = _direct_mechanism(cands[decision.candidate].label, origin)
+        mechanism_of(origin, failing, comparator, parts, scores)  # scores only
+    else:
+        mech = mechanism_of(origin, failing, comparator, parts, scores)
+    secondary = secondary_of(fq, cq, mech, gaps)
+    agreement = origin_agreement(cands, lf, lc, own_f, own_c, origin, seed=seed)
+    conf = agreement if reproduced else min(agreement, FALLBACK_CAP)
+    claims.extend(
+        _verdict_claims(
+            origin,
+            manifest,
+            mech,
+            decided_by,
+            explained,
+            residual_shift,
+            manifest_gap,
+            cands[decision.candidate].label if decision.candidate >= 0 else "",
+        )
+    )
+    claims.append(
+        Claim(
+            f"the same origin on {agreement:.0%} of bootstrap resamples of both runs' requests",
+            {"origin_agreement": agreement, "confidence": conf},
+            "bootstrap of the origin decision (confidence.py)",
+        )
+    )
+    return Localization(
+        triggered=True,
+        origin_stage=origin,
+        manifest_stage=manifest,
+        mechanism=mech,
+        secondary_mechanism=secondary,
+        confidence=float(np.clip(conf, 0.0, 1.0)),
+        explained_share=explained,
+        claims=claims,
+        decided_by=decided_by,
+        residual_shift=residual_shift,
+        mechanism_scores=scores,
+        replay_summary={"failing": rep_f.summary, "comparator": rep_c.summary},
+        origin_agreement=agreement,
+        confidence_method=(
+            "share of bootstrap resamples of both runs' requests naming the same origin"
+            + ("" if reproduced else f", capped at {FALLBACK_CAP} (re-run missed the tail)")
+        ),
+        direct=direct_doc,
+        rerun=rerun,
+        manifest_gap_us=manifest_gap,
+        **common,
+    )
+
+
+def _verdict_claims(
+    origin: str,
+    manifest: str,
+    mech: str,
+    decided_by: str,
+    explained: dict[str, dict[str, float]],
+    residual: dict[str, dict[str, float]],
+    manifest_gap: dict[str, float],
+    label: str,
+) -> list[Claim]:
+    out = []
+    if decided_by == "plan_swap":
+        sh = explained[origin]
+        out.append(
+            Claim(
+                f"giving the failing run the comparator's {origin} decisions removes "
+                f"{sh['p95']:.0%} of the p95 gap and {sh['p99']:.0%} of the p99 gap",
+                {"p95_share": sh["p95"], "p99_share": sh["p99"]},
+                "plan_swap + queue re-run",
+            )
+        )
+    elif decided_by == "residual":
+        r = residual[origin]
+        out.append(
+            Claim(
+                f"{origin} runs slower than the model predicts by {r['hl_us']:.0f} us "
+                f"(Hodges-Lehmann, 95% CI {r['hl_lo_us']:.0f}..{r['hl_hi_us']:.0f}, "
+                f"Mann-Whitney p={r['p_value']:.2g}); it accounts for {r['p95_share']:.0%} "
+                "of the p95 gap",
+                dict(r),
+                "residual shift (Mann-Whitney + Hodges-Lehmann)",
+            )
+        )
+    elif decided_by == "direct":
+        sh = explained.get(origin, {"p95": float("nan"), "p99": float("nan")})
+        out.append(
+            Claim(
+                f"{label} (time the model does not predict, compared as observed) grew; giving "
+                f"the failing run the comparator's {label} time removes up to {sh['p95']:.0%} "
+                f"of the p95 gap in {origin}",
+                {"p95_share": sh["p95"], "p99_share": sh["p99"]},
+                "direct evidence (direct.py) + queue re-run",
+            )
+        )
+    else:
+        out.append(
+            Claim(
+                f"no plan swap, residual shift or direct evidence explains the gap; origin = "
+                f"manifest stage "
+                f"{manifest}",
+                {"p95_gap_us": manifest_gap[manifest]},
+                "manifest",
+            )
+        )
+    out.append(
+        Claim(
+            f"the time shows up in {manifest} (p95 own-time gap {manifest_gap[manifest]:+.0f} us);"
+            f" mechanism {mech}",
+            {f"{s}_p95_gap_us": v for s, v in manifest_gap.items()},
+            "per-stage p95 difference",
+        )
+    )
+    assert mech in MECHANISMS
+    return out

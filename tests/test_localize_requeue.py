@@ -1,0 +1,94 @@
+"""accel.localize.requeue: jobs, waits and the re-run, on hand-built queues with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+from localize_pieces import requests, sequential_batches
+
+from accel.localize.requeue import observed_queue, reproduction, requeue
+from accel.queueing import batched_waits
+
+
+def _arrivals(n: int, gap: float, seed: int = 0) -> np.ndarray:
+    return np.cumsum(np.random.default_rng(seed).exponential(gap, n))
+
+
+def test_members_served_in_turn_wait_for_their_mates_and_get_the_savings() -> None:
+    n, size = 400, 4
+    arrival = _arrivals(n, 120.0)
+    service = np.random.default_rng(1).uniform(60.0, 100.0, n)
+    latency, bid, _ = sequential_batches(arrival, service, size)
+    req = requests(arrival, latency, service, batch_id=bid)
+    q = observed_queue(req)
+    assert q.n_jobs == n  # members in turn: a job each, one after another
+    assert reproduction(q, req).reproduced
+    np.testing.assert_allclose(requeue(q, req.stage_us), latency, rtol=1e-9)
+    # Member k waited for the k members before it: its mates wait is their service.
+    k = np.arange(n) % size
+    before = np.array([service[i - k[i] : i].sum() for i in range(n)])
+    np.testing.assert_allclose(q.mates_us, before, atol=1e-6)
+    _, _, bstart = sequential_batches(arrival, service, size)
+    np.testing.assert_allclose(q.queue_us + q.formation_us, bstart - arrival, atol=1e-6)
+    # Saving 20 us of every member's service: the ground truth is the same batcher re-run.
+    faster = req.stage_us.copy()
+    faster[:, 3] -= 20.0
+    truth, _, _ = sequential_batches(arrival, service - 20.0, size)
+    np.testing.assert_allclose(requeue(q, faster), truth, rtol=1e-6, atol=1e-6)
+
+
+def test_members_served_together_form_one_job_and_match_the_batched_queue() -> None:
+    n = 300
+    arrival = _arrivals(n, 100.0, seed=2)
+    bid = (np.arange(n) // 3).astype(np.int64)
+    own = np.random.default_rng(3).uniform(150.0, 250.0, n)
+    job_svc = np.array([own[bid == b].max() for b in bid])
+    # A batch is ready when its last member arrives; members run side by side.
+    wait = batched_waits(arrival, own, bid)
+    latency = wait + job_svc
+    req = requests(arrival, latency, job_svc, batch_id=bid)
+    q = observed_queue(req)
+    assert q.n_jobs == n // 3
+    assert reproduction(q, req).reproduced
+    faster = req.stage_us.copy()
+    faster[:, 3] *= 0.5
+    truth = batched_waits(arrival, own * 0.5, bid) + job_svc * 0.5
+    np.testing.assert_allclose(requeue(q, faster), truth, rtol=1e-6, atol=1e-6)
+    # Served together: no wait for mates; the wait before the start is queue or formation, and
+    # it is formation where the server was idle when the last member arrived.
+    np.testing.assert_allclose(q.mates_us, 0.0, atol=1e-6)
+    np.testing.assert_allclose(q.queue_us + q.formation_us, wait, atol=1e-6)
+    last = np.array([arrival[bid == b].max() for b in bid])
+    first = np.array([arrival[bid == b].min() for b in bid])
+    end = arrival + latency
+    prev_end = np.array([end[bid == b - 1].max() if b else -np.inf for b in bid])
+    idle = prev_end <= first  # the server was free when the batch's first member arrived
+    assert idle.sum() >= 10
+    np.testing.assert_allclose(q.formation_us[idle], (last - arrival)[idle], atol=1e-6)
+    np.testing.assert_allclose(q.queue_us[idle], 0.0, atol=1e-6)
+
+
+def test_concurrent_service_without_batch_ids_does_not_run_away() -> None:
+    # Continuous batching as a profiler records it: no batch ids, start = arrival, services
+    # overlap in time. A FIFO queue of these services would add up to far more than observed.
+    n = 500
+    arrival = _arrivals(n, 20.0, seed=4)
+    service = np.random.default_rng(5).uniform(150.0, 300.0, n)  # ~10 requests in flight
+    req = requests(arrival, service, service)
+    fifo = batched_waits(arrival, service, None) + service
+    assert np.quantile(fifo, 0.95) > 20 * np.quantile(service, 0.95)  # the runaway
+    q = observed_queue(req)
+    rep = reproduction(q, req)
+    assert rep.reproduced and rep.worst < 1e-9
+    faster = req.stage_us.copy()
+    faster[:, 3] -= 50.0
+    np.testing.assert_allclose(requeue(q, faster), service - 50.0, rtol=1e-9)
+
+
+def test_a_broken_record_is_reported_as_not_reproduced() -> None:
+    arrival = _arrivals(50, 100.0, seed=6)
+    service = np.full(50, 80.0)
+    req = requests(arrival, service.copy(), service)
+    req.stage_us[:, 3] *= 2.0  # stages that add up to twice the latency (double counted)
+    rep = reproduction(observed_queue(req), req)
+    assert not rep.reproduced
+    assert rep.rel_error["p50"] > 0.5
