@@ -53,7 +53,7 @@ t0 = time.perf_counter()
 if mode == "dask":
     from distributed import Client, LocalCluster
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=None)
+                           host="127.0.0.1", dashboard_address="127.0.0.1:0")
     client = Client(cluster, set_as_default=False)
 cluster_s = time.perf_counter() - t0
 with open_engine(workers=1 if mode == "serial" else 2, client=client) as eng:

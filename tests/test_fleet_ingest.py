@@ -43,7 +43,8 @@ def dask_client() -> Iterator[Any]:
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address="127.0.0.1:0",
+        worker_dashboard_address="127.0.0.1:0",
     )
     client = distributed.Client(cluster, set_as_default=False)
     try:

@@ -70,6 +70,21 @@ def _argvs(store: Path, h: str) -> list[list[str]]:
         ["assign", "--store", s, "--incident", h, "--propose"],
         ["validate", "--store", s, "--incident", h, "--candidate", h],
         ["export", "--store", s, "--incident", h, "-o", "-"],
+        ["ingest", "--fleet", str(TRACE), "--store", s, "--run-id", h],
+        [
+            "ingest",
+            "--fleet",
+            str(TRACE),
+            "--store",
+            s,
+            "--run-id",
+            "okrun",
+            "--host-tag",
+            f"{h}:{h}={h}",
+        ],
+        ["fleet", "--store", s, "--failing", h],
+        ["fleet", "--store", s, "--failing-tag", f"{h}={h}", "--json"],
+        ["fleet", "--store", s, "--failing", "failing", "--comparator", h],
     ]
 
 
