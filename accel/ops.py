@@ -113,3 +113,7 @@ class RunArrays:
     requests: RequestArrays
     # shape_keys compiled ahead of serving (from the compile log / warm-up); empty when unknown
     compiled_shapes: frozenset[str] = frozenset()
+    # Per request: compiled regions entered, and operators run eagerly between compiled graphs
+    # (graph-break evidence); None when the loader did not look.
+    regions: I64 | None = None
+    eager_between: I64 | None = None

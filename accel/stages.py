@@ -28,6 +28,7 @@ MECHANISMS: Final[tuple[str, ...]] = (
     "batch_policy",
     "recompile",
     "mapping_fallback",
+    "graph_break",
     "fusion_memory_burst",
     "core_imbalance",
     "barrier_stall",

@@ -295,6 +295,36 @@ def mape(predicted: ArrayLike, observed: ArrayLike) -> float:
     return float(100.0 * np.mean(np.abs(p[keep] - o[keep]) / np.abs(o[keep])))
 
 
+def dispersion_index(counts: ArrayLike) -> float:
+    """Variance over mean of event counts per window, at least 1 (1 = Poisson; NaN-free)."""
+    c = clean(counts)
+    if c.size < 2 or float(c.mean()) <= 0:
+        return 1.0
+    return max(1.0, float(c.var(ddof=1)) / float(c.mean()))
+
+
+def rate_diff_ci(
+    k1: int,
+    t1: float,
+    k2: int,
+    t2: float,
+    alpha: float = 0.05,
+    dispersion1: float = 1.0,
+    dispersion2: float = 1.0,
+) -> tuple[float, float, float]:
+    """(k1/t1 - k2/t2, lo, hi): Wald interval of a difference of event rates, quasi-Poisson.
+
+    Each count's variance is its dispersion x the count, so bursty arrivals (batches complete
+    together) widen the interval instead of passing as Poisson. NaN when an exposure is not > 0.
+    """
+    if not (t1 > 0 and t2 > 0):
+        return (math.nan, math.nan, math.nan)
+    d = k1 / t1 - k2 / t2
+    se = math.sqrt(dispersion1 * k1 / (t1 * t1) + dispersion2 * k2 / (t2 * t2))
+    half = normal_ppf(1 - alpha / 2) * se
+    return (d, d - half, d + half)
+
+
 def block_length(x: ArrayLike, max_share: float = 0.1) -> int:
     """Block length for a moving-block bootstrap of a series in time order: twice the first lag
     at which the autocorrelation falls below 2/sqrt(n) (noise); 1 when lag 1 is already below.
@@ -318,17 +348,48 @@ def block_length(x: ArrayLike, max_share: float = 0.1) -> int:
 
 
 def _block_resampled_quantiles(
-    a: F64, q: float, n_boot: int, length: int, rng: np.random.Generator
+    a: F64, qs: Sequence[float], n_boot: int, length: int, rng: np.random.Generator
 ) -> F64:
-    """The q-quantile of n_boot moving-block resamples of the series `a` (blocks of `length`
-    consecutive values, random starts, cut to len(a)); length 1: the order-statistic draw."""
+    """(n_boot, len(qs)): the quantiles of n_boot moving-block resamples of the series `a`
+    (blocks of `length` consecutive values, random starts, cut to len(a)); length 1: the
+    order-statistic draw of each quantile."""
     n = a.size
     if length <= 1:
-        return _resampled_quantiles(a, q, n_boot, rng)
+        return np.column_stack([_resampled_quantiles(a, q, n_boot, rng) for q in qs])
     k = -(-n // length)
     starts = rng.integers(0, n - length + 1, size=(n_boot, k))
     idx = (starts[:, :, None] + np.arange(length)).reshape(n_boot, k * length)[:, :n]
-    return np.asarray(np.quantile(a[idx], q, axis=1, method=QUANTILE_METHOD), dtype=np.float64)
+    out = np.quantile(a[idx], list(qs), axis=1, method=QUANTILE_METHOD)
+    return np.asarray(out.T, dtype=np.float64)
+
+
+def block_bootstrap_quantile_diffs(
+    x: ArrayLike,
+    y: ArrayLike,
+    qs: Sequence[float],
+    n_boot: int = 400,
+    seed: int = 0,
+    alpha: float = 0.05,
+    lengths: tuple[int, int] | None = None,
+) -> list[tuple[float, float, float]]:
+    """Per q in qs: (diff, lo, hi) of quantile_q(x) - quantile_q(y) for two series in time
+    order (requests by arrival), by a moving-block bootstrap, so that a queue's run of slow
+    requests is resampled as a run; block lengths from each series' autocorrelation
+    (block_length) unless given. One resample serves every quantile."""
+    a, b = clean(x), clean(y)
+    if a.size == 0 or b.size == 0:
+        return [(math.nan, math.nan, math.nan) for _ in qs]
+    la, lb = lengths or (block_length(a), block_length(b))
+    rng = np.random.default_rng(seed)
+    boot = _block_resampled_quantiles(a, qs, n_boot, la, rng) - _block_resampled_quantiles(
+        b, qs, n_boot, lb, rng
+    )
+    out = []
+    for j, q in enumerate(qs):
+        lo, hi = np.quantile(boot[:, j], [alpha / 2, 1 - alpha / 2])
+        diff = np.quantile(a, q, method=QUANTILE_METHOD) - np.quantile(b, q, method=QUANTILE_METHOD)
+        out.append((float(diff), float(lo), float(hi)))
+    return out
 
 
 def block_bootstrap_quantile_diff(
@@ -340,17 +401,5 @@ def block_bootstrap_quantile_diff(
     alpha: float = 0.05,
     lengths: tuple[int, int] | None = None,
 ) -> tuple[float, float, float]:
-    """(diff, lo, hi) of quantile_q(x) - quantile_q(y) for two series in time order (requests
-    by arrival): a moving-block bootstrap, so that a queue's run of slow requests is resampled
-    as a run; block lengths from each series' autocorrelation (block_length) unless given."""
-    a, b = clean(x), clean(y)
-    if a.size == 0 or b.size == 0:
-        return (math.nan, math.nan, math.nan)
-    la, lb = lengths or (block_length(a), block_length(b))
-    rng = np.random.default_rng(seed)
-    boot = _block_resampled_quantiles(a, q, n_boot, la, rng) - _block_resampled_quantiles(
-        b, q, n_boot, lb, rng
-    )
-    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
-    diff = np.quantile(a, q, method=QUANTILE_METHOD) - np.quantile(b, q, method=QUANTILE_METHOD)
-    return (float(diff), float(lo), float(hi))
+    """block_bootstrap_quantile_diffs for one quantile."""
+    return block_bootstrap_quantile_diffs(x, y, (q,), n_boot, seed, alpha, lengths)[0]

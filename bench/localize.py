@@ -1,39 +1,88 @@
-"""Localization accuracy on generated faults: confusion matrices, A/A false alarms, ablation.
+"""Localization accuracy on two fault generators, two layouts, with ablation and calibration.
 
-    uv run python bench/localize.py                 # 40 trials per fault class and profile
-    uv run python bench/localize.py --trials 10     # quicker
+    uv run python bench/localize.py                 # 2 trials per cell (a few minutes)
+    uv run python bench/localize.py --trials 10     # tighter intervals
 
-Every trial draws a fresh mis-calibrated hardware "reality", a fault with a random magnitude
-(accel.synth) and independent traffic for the failing and the comparator run; the localizer sees
-only the two RunArrays and the nominal hardware profile. Fault "none" is the A/A control.
-Methods compared: naive (first stage whose raw time moved), no_swap (residual shift only),
-full (DESIGN §5). Ends with one JSON line of the figures.
+Generators: accel.synth (the world the localizer was tuned in) and accel.profsim (written to
+disagree: batch members served one after another or continuous batching, faults placed as a
+profiler records them, its own mis-calibrated hardware). Layouts: "store", the generator's own
+schema-v1 requests (batch ids, stage times); "events", a Kineto-style trace imported by
+`workbench ingest`, so the importer builds the requests as for real traces (accel.synth's trace
+keeps its convention: each member of a batch carries a copy of the batch's ops).
+Every trial draws a fresh hardware reality, a fault with a random magnitude and independent
+traffic for both runs; fault "none" is the A/A control. Methods: naive (first stage whose raw
+time moved), no_swap (residual shift only), full (DESIGN §5). Reliability: the full method's
+confidence against how often its origin is right, in bins, with the expected calibration error.
+Ends with one JSON line of the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
+import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accel.localize import METHODS, localize
+from accel import profsim
+from accel.localize import METHODS, Localization, localize
+from accel.ops import RunArrays
 from accel.profiles import get_profile
 from accel.stages import STAGES
 from accel.stats import wilson_interval
 from accel.synth import FAULTS, TRUTH_TABLE, Workload, generate_pair
+from workbench.store import db
+from workbench.store.arrays import load_run_arrays
+from workbench.store.profsim_io import add_run
+from workbench.store.synth_trace import ingest_events_only
 
 Row = dict[str, object]
+CELLS = (("synth", "store"), ("synth", "events"), ("profsim", "store"), ("profsim", "events"))
+BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
-def _trials(job: tuple[str, str, int, int, int, float]) -> list[Row]:
-    """Run `trials` pairs of one (profile, fault) with every method."""
-    profile, fault, trials, n_requests, seed, severity = job
+def _row(cell: tuple[str, str], profile: str, fault: str, method: str, truth: object,
+         loc: Localization, seconds: float) -> Row:  # fmt: skip
+    return {
+        "generator": cell[0],
+        "layout": cell[1],
+        "profile": profile,
+        "fault": fault,
+        "method": method,
+        "truth_origin": getattr(truth, "origin_stage", None) or "none",
+        "truth_mechanism": getattr(truth, "mechanism", "none"),
+        "origin": loc.origin_stage or "none",
+        "mechanism": loc.mechanism,
+        "triggered": loc.triggered,
+        "outcome": loc.outcome,
+        "confidence": loc.confidence,
+        "seconds": seconds,
+    }
+
+
+def _through_store(put: Callable[[Path, str, Path], None]) -> tuple[RunArrays, RunArrays]:
+    """Put "failing" and "comparator" into a scratch store with `put`; load them as triage does."""
+    with tempfile.TemporaryDirectory(prefix="bench_localize_") as tmp:
+        store = Path(tmp) / "store"
+        for run_id in ("failing", "comparator"):
+            put(store, run_id, Path(tmp))
+        con = db.connect(store)
+        try:
+            return load_run_arrays(con, "failing"), load_run_arrays(con, "comparator")
+        finally:
+            con.close()
+
+
+def _trials(job: tuple[str, str, str, int, int, int, float]) -> list[Row]:
+    """Run `trials` accel.synth pairs of one (profile, fault, layout) with every method."""
+    profile, fault, how, trials, n_requests, seed, severity = job
     hw = get_profile(profile)
     rows: list[Row] = []
     for t in range(trials):
@@ -42,26 +91,66 @@ def _trials(job: tuple[str, str, int, int, int, float]) -> list[Row]:
             fault,
             seed=seed + 7919 * t,
             workload=Workload(n_requests=n_requests),
-            tables=False,
+            tables=how == "events",
             severity=severity,
+        )
+        fa, ca = pair.failing.arrays, pair.comparator.arrays
+        if how == "events":
+            runs = {"failing": pair.failing, "comparator": pair.comparator}
+            fa, ca = _through_store(
+                lambda store, rid, work, runs=runs: ingest_events_only(
+                    store, runs[rid], rid, profile, work
+                )
+            )
+        for method in METHODS:
+            t0 = time.perf_counter()
+            loc = localize(fa, ca, hw, method=method)
+            sec = time.perf_counter() - t0
+            rows.append(_row(("synth", how), profile, fault, method, pair.truth, loc, sec))
+    return rows
+
+
+def _profsim_trials(job: tuple[str, str, str, str, int, int, int]) -> list[Row]:
+    """`trials` accel.profsim pairs of one (profile, fault, batching, layout), every method."""
+    profile, fault, batching, how, trials, n_requests, seed = job
+    hw = get_profile(profile)
+    rows: list[Row] = []
+    for t in range(trials):
+        pair = profsim.generate_pair(
+            hw, fault, seed + 7919 * t, batching=batching, n_requests=n_requests
+        )
+        runs = {"failing": pair.failing, "comparator": pair.comparator}
+        fa, ca = _through_store(
+            lambda store, rid, work, runs=runs: add_run(store, runs[rid], rid, how, work)
         )
         for method in METHODS:
             t0 = time.perf_counter()
-            loc = localize(pair.failing.arrays, pair.comparator.arrays, hw, method=method)
-            rows.append(
-                {
-                    "profile": profile,
-                    "fault": fault,
-                    "method": method,
-                    "truth_origin": pair.truth.origin_stage or "none",
-                    "truth_mechanism": pair.truth.mechanism,
-                    "origin": loc.origin_stage or "none",
-                    "mechanism": loc.mechanism,
-                    "triggered": loc.triggered,
-                    "seconds": time.perf_counter() - t0,
-                }
-            )
+            loc = localize(fa, ca, hw, method=method)
+            sec = time.perf_counter() - t0
+            row = _row(("profsim", how), profile, fault, method, pair.truth, loc, sec)
+            row["batching"] = batching
+            rows.append(row)
     return rows
+
+
+def _reliability(rows: list[Row]) -> tuple[list[dict[str, float]], float]:
+    """Bins of confidence: n, mean confidence, share with the right origin; and the expected
+    calibration error (bin-size-weighted |accuracy - confidence|)."""
+    out: list[dict[str, float]] = []
+    ece = 0.0
+    for lo, hi in itertools.pairwise(BINS):
+        rs = [
+            r
+            for r in rows
+            if lo <= float(str(r["confidence"])) < hi or (hi == 1.0 and r["confidence"] == 1.0)
+        ]
+        if not rs:
+            continue
+        conf = sum(float(str(r["confidence"])) for r in rs) / len(rs)
+        acc = sum(r["origin"] == r["truth_origin"] for r in rs) / len(rs)
+        out.append({"lo": lo, "hi": hi, "n": len(rs), "confidence": conf, "accuracy": acc})
+        ece += len(rs) / max(len(rows), 1) * abs(acc - conf)
+    return out, ece
 
 
 def _confusion(rows: list[Row], truth: str, pred: str, labels: list[str]) -> str:
@@ -85,92 +174,189 @@ def _accuracy(rows: list[Row], key: str) -> tuple[float, float, float, int]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=40, help="trials per fault class and profile")
+    ap.add_argument("--trials", type=int, default=2, help="trials per fault class and cell")
     ap.add_argument("--profiles", default="h100,tpu-v5e")
-    ap.add_argument("--requests", type=int, default=600, help="requests per run")
+    ap.add_argument("--requests", type=int, default=600, help="requests per accel.synth run")
+    ap.add_argument("--profsim-requests", type=int, default=400, help="per accel.profsim run")
+    ap.add_argument(
+        "--events-requests", type=int, default=400, help="per accel.synth run in the events layout"
+    )
+    ap.add_argument("--aa-factor", type=int, default=3, help="A/A pairs per cell: trials x this")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument(
-        "--severity", type=float, default=1.0, help="fault magnitude scale (1: full, 0: none)"
+        "--severity", type=float, default=1.0, help="accel.synth fault magnitude (1: full, 0: none)"
     )
     args = ap.parse_args()
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
 
+    def n_trials(fault: str) -> int:
+        # A/A pairs are the false-alarm rate's only data: give them more draws.
+        return args.trials * (args.aa_factor if fault == "none" else 1)
+
     t0 = time.perf_counter()
-    jobs = [
-        (p, f, args.trials, args.requests, args.seed + 1000 * i + 100_000 * j, args.severity)
+    synth_jobs = [
+        (
+            p,
+            f,
+            "store",
+            n_trials(f),
+            args.requests,
+            args.seed + 1000 * i + 100_000 * j,
+            args.severity,
+        )
         for j, p in enumerate(profiles)
         for i, f in enumerate(FAULTS)
     ]
+    # Events only: a trace and an import per run, so profiles take turns (as for accel.profsim).
+    synth_jobs += [
+        (
+            profiles[i % len(profiles)],
+            f,
+            "events",
+            n_trials(f),
+            args.events_requests,
+            args.seed + 300_000 + 1000 * i,
+            args.severity,
+        )
+        for i, f in enumerate(FAULTS)
+    ]
+    # accel.profsim: each (fault, batching, layout) cell gets `trials` pairs, profiles in turn.
+    prof_jobs = [
+        (
+            profiles[(i + k) % len(profiles)],
+            f,
+            b,
+            how,
+            n_trials(f),
+            args.profsim_requests,
+            args.seed + 500_000 + 1000 * i + 100_000 * k,
+        )
+        for i, f in enumerate(profsim.FAULTS)
+        for k, b in enumerate(profsim.BATCHING)
+        for how in ("store", "events")
+    ]
     rows: list[Row] = []
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for part in pool.map(_trials, jobs):
-            rows.extend(part)
+        parts = [pool.submit(_trials, j) for j in synth_jobs]
+        parts += [pool.submit(_profsim_trials, j) for j in prof_jobs]
+        for part in parts:
+            rows.extend(part.result())
     wall = time.perf_counter() - t0
 
-    by = {m: [r for r in rows if r["method"] == m] for m in METHODS}
-    full = by["full"]
-    faulty = [r for r in full if r["fault"] != "none"]
-    aa = [r for r in full if r["fault"] == "none"]
-    stages = [*STAGES, "none"]
-    mechs = [TRUTH_TABLE[f][2] for f in FAULTS]
-    mechs += sorted({str(r["mechanism"]) for r in full} - set(mechs))
-    n_trials = len(full)
+    full = [r for r in rows if r["method"] == "full"]
     print(
-        f"localization bench: {args.trials} trials x {len(FAULTS)} classes x {len(profiles)} "
-        f"profiles ({', '.join(profiles)}), {args.requests} requests per run, "
-        f"severity {args.severity:g}; "
-        f"{n_trials} pairs, {wall:.0f} s wall on {args.jobs} workers"
+        f"localization bench: {args.trials} trials per fault class and cell (A/A x{args.aa_factor}); "
+        "accel.synth "
+        f"{len(FAULTS)} classes x {len(profiles)} profiles, {args.requests} requests per run; "
+        f"accel.profsim {len(profsim.FAULTS)} classes x {len(profsim.BATCHING)} batchings x 2 "
+        f"layouts, {args.profsim_requests} requests per run; {len(full)} pairs, {wall:.0f} s "
+        f"wall on {args.jobs} workers"
     )
-    print("\norigin stage, full method (rows: truth, columns: verdict; n per cell)")
-    print(_confusion(full, "truth_origin", "origin", stages))
-    print("\nmechanism, full method")
-    print(_confusion(full, "truth_mechanism", "mechanism", mechs))
-    fa = sum(1 for r in aa if r["triggered"])
-    fa_share, fa_lo, fa_hi = wilson_interval(fa, len(aa))
-    print(f"\nA/A false alarms: {fa}/{len(aa)} = {fa_share:.1%} (95% CI {fa_lo:.1%}..{fa_hi:.1%})")
-    missed = sum(1 for r in faulty if not r["triggered"])
-    print(f"fault trials not triggered: {missed}/{len(faulty)}")
-
+    stages = [*STAGES, "none"]
     figures: dict[str, object] = {
-        "trials_per_class": args.trials,
+        "trials_per_cell": args.trials,
+        "aa_trials_per_cell": args.trials * args.aa_factor,
         "profiles": profiles,
-        "requests_per_run": args.requests,
+        "requests_per_run": {"synth": args.requests, "profsim": args.profsim_requests},
         "severity": args.severity,
-        "pairs": n_trials,
-        "aa_false_alarm_rate": fa_share,
-        "aa_false_alarm_ci": [fa_lo, fa_hi],
-        "faults_not_triggered": missed,
+        "pairs": len(full),
     }
-    print("\nablation on the fault trials (A/A controls excluded; 95% Wilson CI)")
-    print(f"{'method':<10}{'origin acc':>24}{'mechanism acc':>24}{'s/pair':>9}")
-    for m in METHODS:
-        rs = [r for r in by[m] if r["fault"] != "none"]
-        o, olo, ohi, n = _accuracy(rs, "origin")
-        k, klo, khi, _ = _accuracy(rs, "mechanism")
-        sec = sum(float(str(r["seconds"])) for r in rs) / max(len(rs), 1)
-        print(
-            f"{m:<10}{o:>10.1%} ({olo:.1%}..{ohi:.1%}){k:>10.1%} ({klo:.1%}..{khi:.1%}){sec:>9.3f}"
-        )
-        figures[f"{m}_origin_accuracy"] = o
-        figures[f"{m}_mechanism_accuracy"] = k
-        figures[f"{m}_seconds_per_pair"] = sec
-        figures[f"{m}_n"] = n
-    print("\nper class, full method: origin / mechanism correct")
-    for prof in profiles:
-        cells = []
-        for f in FAULTS:
-            rs = [r for r in full if r["fault"] == f and r["profile"] == prof]
-            o = sum(r["origin"] == r["truth_origin"] for r in rs)
-            k = sum(r["mechanism"] == r["truth_mechanism"] for r in rs)
-            cells.append(f"{f}={o}/{k}/{len(rs)}")
-        print(f"  {prof}: " + "  ".join(cells))
-    figures["wall_seconds"] = wall
-    figures["targets_met"] = bool(
-        figures["full_origin_accuracy"] >= 0.95  # type: ignore[operator]
-        and figures["full_mechanism_accuracy"] >= 0.90  # type: ignore[operator]
-        and fa_share <= 0.05
+    cells: dict[str, dict[str, object]] = {}
+    print("\naccuracy on the fault trials (A/A controls excluded; 95% Wilson CI), side by side")
+    print(
+        f"{'generator/layout':<18}{'method':<9}{'origin':>22}{'mechanism':>22}"
+        f"{'A/A false alarms':>26}{'s/pair':>8}"
     )
+    for cell in CELLS:
+        name = "/".join(cell)
+        in_cell = [r for r in rows if (r["generator"], r["layout"]) == cell]
+        out: dict[str, object] = {}
+        for m in METHODS:
+            rs = [r for r in in_cell if r["method"] == m]
+            faulty = [r for r in rs if r["fault"] != "none"]
+            aa = [r for r in rs if r["fault"] == "none"]
+            o, olo, ohi, n = _accuracy(faulty, "origin")
+            k, klo, khi, _ = _accuracy(faulty, "mechanism")
+            fa = sum(1 for r in aa if r["triggered"])
+            fa_share, fa_lo, fa_hi = wilson_interval(fa, len(aa))
+            sec = sum(float(str(r["seconds"])) for r in rs) / max(len(rs), 1)
+            print(
+                f"{name:<18}{m:<9}{o:>9.1%} ({olo:.0%}..{ohi:.0%}){k:>10.1%} ({klo:.0%}..{khi:.0%})"
+                f"{fa:>5}/{len(aa):<3}{fa_share:>6.1%} ({fa_lo:.0%}..{fa_hi:.0%}){sec:>8.3f}"
+            )
+            out[m] = {
+                "origin_accuracy": o,
+                "origin_ci": [olo, ohi],
+                "mechanism_accuracy": k,
+                "mechanism_ci": [klo, khi],
+                "n": n,
+                "aa_false_alarms": fa,
+                "aa_n": len(aa),
+                "aa_false_alarm_rate": fa_share,
+                "aa_false_alarm_ci": [fa_lo, fa_hi],
+                "seconds_per_pair": sec,
+            }
+        faulty_full = [r for r in in_cell if r["method"] == "full" and r["fault"] != "none"]
+        bins, ece = _reliability(faulty_full)
+        out["ece"] = ece
+        out["faults_not_triggered"] = sum(1 for r in faulty_full if not r["triggered"])
+        # regression / no regression / inconclusive, on the fault trials and on the A/A pairs
+        out["outcomes"] = dict(
+            Counter(
+                f"{'aa' if r['fault'] == 'none' else 'fault'}: {r['outcome']}"
+                for r in in_cell
+                if r["method"] == "full"
+            )
+        )
+        cells[name] = out
+
+    for cell in CELLS:
+        name = "/".join(cell)
+        rs = [r for r in full if (r["generator"], r["layout"]) == cell]
+        gen_faults = FAULTS if cell[0] == "synth" else profsim.FAULTS
+        mechs = [
+            profsim.TRUTH[f][2] if cell[0] == "profsim" else TRUTH_TABLE[f][2] for f in gen_faults
+        ]
+        mechs += sorted({str(r["mechanism"]) for r in rs} - set(mechs))
+        print(f"\n{name}: origin stage, full method (rows: truth, columns: verdict)")
+        print(_confusion(rs, "truth_origin", "origin", stages))
+        print(f"{name}: mechanism, full method")
+        print(_confusion(rs, "truth_mechanism", "mechanism", mechs))
+
+    faulty = [r for r in full if r["fault"] != "none"]
+    bins, ece = _reliability(faulty)
+    print("\nreliability of the full method's confidence (fault trials, all cells)")
+    print(f"{'confidence':<14}{'n':>6}{'mean conf':>11}{'origin right':>14}")
+    for b in bins:
+        print(
+            f"[{b['lo']:.1f}, {b['hi']:.1f}){'':<4}{int(b['n']):>6}{b['confidence']:>11.2f}"
+            f"{b['accuracy']:>14.2f}"
+        )
+    print(f"expected calibration error: {ece:.3f} (n={len(faulty)})")
+
+    aa_all = [r for r in full if r["fault"] == "none"]
+    fa_all = sum(1 for r in aa_all if r["triggered"])
+    fa_share, fa_lo, fa_hi = wilson_interval(fa_all, len(aa_all))
+    print(f"A/A false alarms, all cells: {fa_all}/{len(aa_all)} = {fa_share:.1%} "
+          f"(95% CI {fa_lo:.1%}..{fa_hi:.1%})")  # fmt: skip
+
+    def met(c: dict[str, object]) -> bool:
+        f = c["full"]
+        assert isinstance(f, dict)
+        return bool(
+            f["origin_accuracy"] >= 0.95
+            and f["mechanism_accuracy"] >= 0.90
+            and f["aa_false_alarm_rate"] <= 0.05
+        )
+
+    figures["cells"] = cells
+    figures["reliability"] = bins
+    figures["ece"] = ece
+    figures["aa_false_alarm_rate"] = fa_share
+    figures["aa_false_alarm_ci"] = [fa_lo, fa_hi]
+    figures["wall_seconds"] = wall
+    figures["targets_met"] = bool(all(met(c) for c in cells.values()) and ece <= 0.1)
     print(json.dumps(figures))
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accel.ops import F64, I64, RequestArrays
+from accel.ops import F64, I64, OpArrays, RequestArrays
 
 
 def requests(
@@ -56,3 +56,37 @@ def sequential_batches(arrival: F64, service: F64, size: int) -> tuple[F64, I64,
             latency[i] = t - arrival[i]
         free = t
     return latency, bid.astype(np.int64), start
+
+
+def ops(
+    req: np.ndarray,
+    stage: np.ndarray,
+    observed: np.ndarray,
+    core: np.ndarray,
+    name: list[str],
+    *,
+    flops: np.ndarray | None = None,
+    nbytes: np.ndarray | None = None,
+) -> OpArrays:
+    """Ops with the fields direct evidence reads; flops/bytes NaN (unmodelled) unless given."""
+    n = req.size
+    nan = np.full(n, np.nan)
+    return OpArrays(
+        req=np.asarray(req, dtype=np.int64),
+        stage=np.asarray(stage, dtype=np.int8),
+        observed_us=np.asarray(observed, dtype=np.float64),
+        flops=nan.copy() if flops is None else flops,
+        bytes=nan.copy() if nbytes is None else nbytes,
+        m=nan.copy(),
+        n=nan.copy(),
+        tile_m=nan.copy(),
+        tile_n=nan.copy(),
+        fusion_group=np.full(n, -1, dtype=np.int64),
+        mem_tier=np.full(n, -1, dtype=np.int8),
+        core=np.asarray(core, dtype=np.int32),
+        fallback=np.zeros(n, dtype=bool),
+        recompile=np.zeros(n, dtype=bool),
+        predicted_us=nan.copy(),
+        kernel=[""] * n,
+        name=list(name),
+    )

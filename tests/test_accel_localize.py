@@ -79,12 +79,15 @@ def test_queueing_fools_the_naive_method_not_the_full_one() -> None:
     assert full.origin_stage == "assembly"
 
 
-def test_plan_swap_is_what_finds_a_lowering_origin() -> None:
+def test_a_lowering_origin_is_found_by_the_swap_or_else_by_the_changed_kernels() -> None:
     pair = generate_pair(TPU, "mapping_fallback", seed=7001, tables=False)
     no_swap = localize(pair.failing.arrays, pair.comparator.arrays, TPU, method="no_swap")
     full = localize(pair.failing.arrays, pair.comparator.arrays, TPU)
-    assert full.origin_stage == "lowering"
-    assert no_swap.origin_stage != "lowering"
+    assert (full.origin_stage, full.decided_by) == ("lowering", "plan_swap")
+    # Without swaps, the kernels now run as fallbacks are the evidence (decisions.py).
+    assert (no_swap.origin_stage, no_swap.decided_by) == ("lowering", "direct")
+    assert no_swap.mechanism == "mapping_fallback"
+    assert any("kernels the comparator never did" in c.text for c in no_swap.claims)
 
 
 def test_sample_incident_localizes_to_its_known_cause() -> None:

@@ -15,6 +15,22 @@ def test_public_figures() -> None:
     assert (v5e.peak_dense_bf16_flops, v5e.hbm_bw) == (197e12, 819e9)
     assert get_profile("a100").peak_dense_bf16_flops == 312e12
     assert get_profile("mi250").core_count == 208
+    a40, a80 = get_profile("a100-40gb"), get_profile("a100-80gb")
+    assert (a40.hbm_bw, a80.hbm_bw, a40.hbm_bytes, a80.hbm_bytes) == (
+        1.555e12,
+        2.039e12,
+        40e9,
+        80e9,
+    )
+    assert a40.core_count == a80.core_count == 108
+    mi300x, b200 = get_profile("mi300x"), get_profile("b200")
+    assert (mi300x.peak_dense_bf16_flops, mi300x.hbm_bw, mi300x.core_count) == (
+        1307.4e12,
+        5.3e12,
+        304,
+    )
+    assert mi300x.hbm_bytes == 192e9
+    assert (b200.peak_dense_bf16_flops, b200.hbm_bw) == (2250e12, 8e12)
 
 
 @pytest.mark.parametrize("name", sorted(PROFILES))
@@ -28,13 +44,20 @@ def test_profiles_are_sane(name: str) -> None:
 
 
 def test_unknown_profile_names_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown hardware profile 'b200'; known: a100, h100"):
-        get_profile("b200")
+    with pytest.raises(ValueError, match=r"unknown hardware profile 'gaudi2'; known: a100-40gb"):
+        get_profile("gaudi2")
+    assert get_profile("a100").name == "a100-80gb"  # the old name of the 80 GB profile
     assert get_profile(" H100 ").name == "h100"
 
 
 def test_match_profile_from_trace_device_names() -> None:
-    assert match_profile("NVIDIA A100-SXM4-80GB") == "a100"
+    assert match_profile("NVIDIA A100-SXM4-80GB") == "a100-80gb"
+    assert match_profile("NVIDIA A100-SXM4-40GB") == "a100-40gb"  # nsys saxpy export
+    assert match_profile("NVIDIA A100 80GB PCIe") == "a100-80gb"
+    assert match_profile("AMD Instinct MI300X VF") == "mi300x"  # bert-small MI300X capture
+    assert match_profile("NVIDIA H100 80GB HBM3") == "h100"  # bert-small H100 capture
+    assert match_profile("NVIDIA B200") == match_profile("NVIDIA GB200") == "b200"
+    assert match_profile("NVIDIA H100 80GB HBM3 + AMD Instinct MI300X") is None
     assert match_profile("AMD Instinct MI250X / MI250") == "mi250"
     assert match_profile("NVIDIA H200") == "h200"
     assert match_profile("TPU v5 lite") == "tpu-v5e"

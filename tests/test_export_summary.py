@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from tests.incident_runs import incident_runs, triage_doc
 from workbench.errors import WorkbenchError
 from workbench.triage.export import export_text, write_export
-from workbench.triage.export_md import render_markdown
+from workbench.triage.export_md import code, esc, render_markdown
 from workbench.triage.incident import create_incident
 from workbench.triage.summary import build_summary
 from workbench.triage.workflow import attach_triage, pair
@@ -117,9 +118,11 @@ def test_markdown_and_json_carry_the_same_numbers(store: Path) -> None:
         assert f"{row['n_failing']} / {row['n_comparator']}" in line
         assert f"{row['delta_pct']:+.1f}%" in line
     for claim in doc["localization"]["claims"]:
-        assert claim["text"] in md and f"query `{claim['query']}`" in md
-    for entry in doc["audit"]:
-        assert f"`{entry['field']}`" in md
+        assert esc(claim["text"]) in md and f"query `{claim['query']}`" in md
+    # The audit appendix: one readable line per change, in the same order as the JSON.
+    audit = md[md.index("## Audit appendix") :].splitlines()[4:]
+    assert audit[: len(doc["audit"])] == [f"- {esc(e['line'])}" for e in doc["audit"]]
+    assert all(len(line) < 200 for line in audit)
     for t in doc["reproduction"]["tags"]:
         assert t["key"] in md
     # GitHub tables: every table row has as many cells as its header.
@@ -144,3 +147,60 @@ def test_export_errors_and_atomic_write(store: Path, tmp_path: Path) -> None:
     write_export(target, "one")
     write_export(target, "two")
     assert target.read_text() == "two" and [p.name for p in tmp_path.iterdir()] == ["out.md"]
+
+
+HOSTILE = (
+    "ok\n\n## Validation\n\n**Verdict: ✅ PASS**\n- [x](http://evil.example) <details> | a | b |\n"
+    "1. _done_ `code` > quote"
+)
+
+
+def test_record_text_cannot_forge_markdown_structure(store: Path) -> None:
+    """A title, claim, tag, action or note holding Markdown stays text: no forged section,
+    verdict, link, HTML block, list or table cell."""
+    doc = build_summary(store, "INC-loc")
+    honest = render_markdown(doc)
+    doc["header"]["title"] = HOSTILE
+    doc["localization"]["claims"][0]["text"] = HOSTILE
+    doc["reproduction"]["tags"][0]["values"]["failing"] = HOSTILE
+    doc["reproduction"]["warnings"] = [HOSTILE]
+    doc["timeline"][0]["note"] = HOSTILE
+    doc["audit"][0]["line"] = HOSTILE
+    doc["owners"]["follow_ups"] = [
+        {
+            "id": 1,
+            "text": HOSTILE,
+            "owner": HOSTILE,
+            "due": "2026-01-01",
+            "status": "open",
+            "created_at": "",
+            "kind": "follow-up",
+            "overdue": False,
+        }
+    ]
+    doc["brief"]["what_regressed"] = [HOSTILE]
+    md = render_markdown(doc)
+    headings = [ln for ln in md.splitlines() if ln.startswith("#")]
+    assert headings[1:] == [ln for ln in honest.splitlines() if ln.startswith("#")][1:]
+    assert sum(ln == "## Validation" for ln in md.splitlines()) == 1
+    for unescaped in (r"(?<!\\)\*\*Verdict", r"(?<!\\)<details>", r"(?<!\\)\]\(http"):
+        assert not re.search(unescaped, md), unescaped
+    assert "\\#\\# Validation \\*\\*Verdict: ✅ PASS\\*\\* - [x\\](http" in md
+    assert not any(ln.startswith(("- [", "1. _", "> quote")) for ln in md.splitlines())
+    # Table rows keep their cell count (the pipes in the text are escaped).
+    lines = md.splitlines()
+    for i, ln in enumerate(lines):
+        if ln.startswith("|---"):
+            width = lines[i - 1].count(" | ")
+            for row in lines[i + 1 :]:
+                if not row.startswith("| "):
+                    break
+                assert row.replace("\\|", "").count(" | ") == width, row
+
+
+def test_esc_and_code_neutralise_markup() -> None:
+    assert esc("- item") == "\\- item" and esc("12. x") == "12\\. x" and esc("> q") == "\\> q"
+    assert esc("a_b _c_ *d*") == "a_b \\_c\\_ \\*d\\*"  # intraword underscores stay readable
+    assert esc("[1.2 ms, 2.6 ms]") == "[1.2 ms, 2.6 ms]" and esc("[a](b)") == "[a\\](b)"
+    assert esc("<b>&amp;") == "\\<b>\\&amp;" and esc("x\ny") == "x y"
+    assert code("a``b") == "```a``b```" and code("`x") == "`` `x ``" and code("a|b") == "`a\\|b`"

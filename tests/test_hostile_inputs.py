@@ -85,6 +85,9 @@ def _argvs(store: Path, h: str) -> list[list[str]]:
         ["fleet", "--store", s, "--failing", h],
         ["fleet", "--store", s, "--failing-tag", f"{h}={h}", "--json"],
         ["fleet", "--store", s, "--failing", "failing", "--comparator", h],
+        ["incident", "edit", "--store", s, h, "--title", h],
+        # Refused before any socket opens: a hostile host is never a loopback address.
+        ["serve", "--store", s, "--host", h],
     ]
 
 

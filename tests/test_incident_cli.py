@@ -49,8 +49,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "cannot validate yet",
         ),
         (
-            ["export", "--incident", "INC-cli", "--format", "md", "-o", "/nonexistent/dir/x.md"],
-            "cannot write export: folder /nonexistent/dir does not exist",
+            ["export", "--incident", "INC-cli", "--format", "md", "-o", "/dev/null/dir/x.md"],
+            "cannot write export",
         ),
     ],
 )

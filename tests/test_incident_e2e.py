@@ -157,13 +157,13 @@ def test_sample_incident_end_to_end(
     assert cli(store, "incident", "list") == 0
     listed = capsys.readouterr().out
     assert (
-        "INC-e2e" in listed and "closed" in listed and "Pass" in listed and "(1 overdue)" in listed
+        "INC-e2e" in listed and "closed" in listed and "PASS" in listed and "(1 overdue)" in listed
     )
     assert cli(store, "incident", "show", "INC-e2e") == 0
     shown = capsys.readouterr().out
     assert (
         "OVERDUE" in shown
-        and "validation of candidate-rollback vs comparator comparator: Pass" in shown
+        and "validation of candidate-rollback vs comparator comparator:\n    verdict PASS" in shown
     )
 
     md_path, json_path = tmp_path / "summary.md", tmp_path / "summary.json"
@@ -196,7 +196,8 @@ def test_sample_incident_end_to_end(
     assert p99["ci_low_us"] < p99["delta_us"] < p99["ci_high_us"] and p99["n_failing"] == 400
     assert f"{p99['failing_us'] / 1000:,.3f} ms" in md
     assert len(doc["impact"]["rows"]) == 12
-    assert doc["reproduction"]["runs"][2] == {"role": "fixed-metadata", "run_id": "fixed-metadata"}
+    assert doc["reproduction"]["runs"][2]["role"] == "fixed-metadata"
+    assert doc["reproduction"]["runs"][2]["run_id"] == "fixed-metadata"
     assert {t["key"] for t in doc["reproduction"]["tags"] if t["locked"]} >= {
         "hardware",
         "compiler_version",
@@ -216,7 +217,7 @@ def test_sample_incident_end_to_end(
     assert "(predicted p99 gain 410.0 µs)" in md
     assert loop["result_run"]["rows"][1]["delta_us"] < 0  # the rollback removed the regression
     v = doc["validation"]
-    assert v["verdict"] == "Pass" and v["candidate"] == "candidate-rollback"
+    assert v["verdict"] == "PASS" and v["candidate"] == "candidate-rollback"
     assert len(v["cells"]) == 7 and all(
         c["n_baseline"] == 400 for c in v["cells"] if c["unit"] == "us"
     )

@@ -56,10 +56,10 @@ def refused(store: Path, iid: str, pattern: str) -> str:
 def test_close_refused_without_pass_verdict(store: Path) -> None:
     iid = assigned(store)
     inc = validate_incident(store, iid, "candidate-bad", "alice")
-    assert inc.validation is not None and inc.validation.verdict == "Fail"
+    assert inc.validation is not None and inc.validation.verdict == "FAIL"
     assert inc.replay_check is not None and inc.replay_check.passed  # shapes are fine
     msg = refused(store, iid, "cannot enter 'closed'")
-    assert "missing a Pass verdict (the validation of candidate-bad says Fail)" in msg
+    assert "missing a PASS verdict (the validation of candidate-bad says FAIL: critical" in msg
 
 
 def test_close_refused_without_rollback_criteria(store: Path) -> None:
@@ -67,7 +67,7 @@ def test_close_refused_without_rollback_criteria(store: Path) -> None:
     validate_incident(store, iid, "candidate-rollback", "alice")
     workflow.set_rollback_criteria(store, iid, [], "alice")
     msg = refused(store, iid, "missing rollback criteria$")
-    assert "Pass verdict" not in msg and "shapes" not in msg
+    assert "PASS verdict" not in msg and "shapes" not in msg
 
 
 def test_close_refused_without_owners(store: Path) -> None:
@@ -80,9 +80,13 @@ def test_close_refused_without_owners(store: Path) -> None:
 def test_close_refused_without_production_like_shapes(store: Path) -> None:
     iid = assigned(store)
     inc = validate_incident(store, iid, "candidate-synthetic", "alice")
-    assert inc.validation is not None and inc.validation.verdict == "Pass"  # latency alone is fine
-    msg = refused(store, iid, "missing production-like shapes for the candidate")
-    assert "100.0% of its requests use sizes outside" in msg and "PSI" in msg
+    assert inc.validation is not None and inc.validation.verdict == "REFUSED"
+    assert (
+        "guardrails: 7/7 guardrails pass (score 1.00)" in inc.validation.reasons
+    )  # latency is fine
+    msg = refused(store, iid, "says REFUSED: candidate-synthetic not measured on production-like")
+    assert "unseen shapes 100.0% (limit 5%)" in msg and "PSI" in msg
+    assert inc.timeline[-1].note.startswith("REFUSED: candidate-synthetic not measured")
 
 
 def test_close_passes_every_gate_then_reopen(store: Path) -> None:

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from workbench.cli.main import default_store, main
+from workbench.triage.brief import brief_lines, lines_of
 from workbench.triage.incident import load_incident
+from workbench.triage.numbers_text import fmt_us
 
 
 @pytest.fixture(scope="module")
@@ -87,12 +91,16 @@ def test_sample_incident_walk(store: Path, tmp_path: Path) -> None:
     )
     inc = load_incident(store, "INC-sample")
     assert inc.replay_check is not None and not inc.replay_check.passed
+    assert inc.validation is not None and inc.validation.verdict == "REFUSED"
+    refusal = inc.timeline[-1].note  # the refusal is on the record, with its two numbers
+    assert refusal.startswith("REFUSED: candidate-synthetic not measured on production-like")
+    assert "PSI 11.374 (limit 0.25), unseen shapes 79.6% (limit 5%)" in refusal
     assert cli(store, "incident", "close", "INC-sample") == 2
     assert (
         cli(store, "validate", "--incident", "INC-sample", "--candidate", "candidate-rollback") == 0
     )
     inc = load_incident(store, "INC-sample")
-    assert inc.validation is not None and inc.validation.verdict == "Pass"
+    assert inc.validation is not None and inc.validation.verdict == "PASS"
     assert inc.replay_check is not None and inc.replay_check.passed
     assert cli(store, "incident", "close", "INC-sample") == 0
     assert load_incident(store, "INC-sample").status == "closed"
@@ -105,3 +113,46 @@ def test_sample_incident_walk(store: Path, tmp_path: Path) -> None:
     )
     assert p99["ci_low_us"] > 0 and p99["n_failing"] == 240  # the regression, with its n and CI
     assert doc["closed_loop"]["result_run"]["rows"][1]["ci_high_us"] < 0  # the fix removes it
+    check_brief(store, doc, tmp_path)
+
+
+def first_screenful(text: str, rows: int = 24, cols: int = 80) -> str:
+    """What `less` shows first in an 80x24 terminal: lines folded at 80 columns."""
+    folded = [part for line in text.splitlines() for part in (textwrap.wrap(line, cols) or [""])]
+    return "\n".join(folded[:rows])
+
+
+def check_brief(store: Path, doc: dict[str, Any], tmp_path: Path) -> None:
+    """The export opens with the brief: the fix's compiler version and the fusion numbers in the
+    first screenful, the same lines in JSON, Markdown and brief_lines (the app's Close screen)."""
+    brief = doc["brief"]
+    assert list(doc)[:2] == ["schema", "brief"]
+    assert brief_lines(store, "INC-sample") == lines_of(brief)
+    what = brief["what_regressed"][0]
+    assert what.startswith("end-to-end p99 +1.686 ms (+124.1%, 95% CI [")
+    assert "since compiler_version 2.4.0 → 2.5.0" in what and "NVIDIA H100" in what
+    # One interval, one number: the brief's p99 CI is the triage claim's and the impact table's.
+    claim = next(c for c in doc["localization"]["claims"] if c["query"] == "stage_quantiles")
+    lo, hi = claim["numbers"]["p99_gap_ci"]
+    assert f"[{fmt_us(lo)}, {fmt_us(hi)}]" in what
+    row = next(
+        r for r in doc["impact"]["rows"] if r["metric"] == "end-to-end" and r["quantile"] == "p99"
+    )
+    assert (row["ci_low_us"], row["ci_high_us"]) == (lo, hi) and row["interval"].startswith(
+        "triage"
+    )
+    why = " ".join(brief["why"])
+    assert "fused ops 9,600 vs 3,840 (n = 11,520 / 11,520 ops)" in why
+    assert "p95 working set per fusion group 673 MB vs 172 MB (n = 480 / 480" in why
+    assert brief["fix"][0].startswith("candidate-rollback: compiler_version 2.5.1 (failing 2.5.0")
+    assert brief["verdict"][0] == "candidate-rollback PASS: 7/7 guardrails pass (score 1.00)"
+    assert brief["verdict"][1].startswith("Earlier: candidate-synthetic REFUSED: not measured")
+    plan = brief["rollback_plan"][0]
+    assert plan.startswith("to compiler_version 2.4.0 if over 1000 requests end-to-end p95 >")
+    assert "(noise ±" in plan and "watcher raj (runtime lead, owns execution)" in plan
+    assert any(f.startswith("#1 mei, due") for f in brief["follow_ups"])
+    out = tmp_path / "summary.md"
+    assert cli(store, "export", "--incident", "INC-sample", "-o", str(out)) == 0
+    top = first_screenful(out.read_text(encoding="utf-8"))
+    for needle in ("compiler_version 2.5.1", "9,600 vs 3,840", "673 MB vs 172 MB", "PASS"):
+        assert needle in top, (needle, top)

@@ -47,7 +47,15 @@ def test_runs_cli_json_and_table(store: Path, monkeypatch, capsys) -> None:
     assert {r["run_id"]: r["n_requests"] for r in rows} == {"mi250": 2, "hand": 2}
     assert cli(["runs", "--store", str(store)], monkeypatch) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:6] == ["run_id", "label", "hardware", "compiler", "runtime", "n"]
+    assert out[0].split()[:7] == [
+        "run_id",
+        "label",
+        "hardware",
+        "workload",
+        "compiler",
+        "runtime",
+        "n",
+    ]
     assert any(line.startswith("hand") and "canary" in line for line in out)
 
 

@@ -1,4 +1,5 @@
-"""The validation judge on known cases (DESIGN §7): Pass, High with its CI, warnings, Nodata, Fail."""
+"""The validation judge on known cases (DESIGN §7): Pass, High with its CI, warnings, Nodata, and
+the guardrail verdict (verdict.guardrail_verdict): PASS, FAIL, INCONCLUSIVE."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 from accel.stages import STAGES
 from workbench.triage.guardrails import RunSamples, default_guardrails, measure
 from workbench.triage.incident import Guardrail
-from workbench.triage.judge import MIN_SAMPLES, judge, judge_cell, verdict_of
+from workbench.triage.judge import judge, judge_cell
+from workbench.triage.verdict import MIN_SAMPLES, guardrail_verdict
 
 
 def samples(
@@ -50,7 +52,7 @@ def test_identical_samples_pass() -> None:
     result = judge(rails, base, base)
     assert [c.classification for c in result.cells] == ["Pass"] * len(rails)
     assert all(c.passed for c in result.cells)
-    assert result.verdict == "Pass" and result.score == 1.0
+    assert result.verdict == "PASS" and result.score == 1.0
     e2e = cell_of(result, "e2e_p99")
     assert e2e.diff == 0.0 and e2e.ci_low is not None and e2e.ci_low <= 0 <= (e2e.ci_high or 0)
 
@@ -58,7 +60,7 @@ def test_identical_samples_pass() -> None:
 def test_independent_draws_of_one_distribution_pass() -> None:
     rails = default_guardrails("execution", with_quality=True)
     result = judge(rails, samples("base", seed=1), samples("cand", seed=2))
-    assert result.verdict == "Pass", result.reasons
+    assert result.verdict == "PASS", result.reasons
 
 
 def test_p99_shift_beyond_tolerance_is_high_with_ci() -> None:
@@ -71,7 +73,7 @@ def test_p99_shift_beyond_tolerance_is_high_with_ci() -> None:
     assert p99.diff > p99.tolerance * (p99.baseline_value or 0)
     assert "CI" in p99.reason and "tolerated" in p99.reason
     # e2e p99 is critical: its failure fails the whole validation.
-    assert result.verdict == "Fail"
+    assert result.verdict == "FAIL"
     assert any("end-to-end p99" in r for r in result.reasons)
 
 
@@ -95,12 +97,16 @@ def test_improvement_is_low_and_passes() -> None:
     assert cell.ci_high is not None and cell.ci_high < 0
 
 
-def test_fewer_than_50_samples_warns() -> None:
+def test_fewer_than_50_samples_cannot_pass() -> None:
     base, cand = samples("base", n=30, seed=1), samples("cand", n=400, seed=2)
     result = judge(default_guardrails("lowering", with_quality=False), base, cand)
     p95 = cell_of(result, "e2e_p95")
     assert p95.n_baseline == 30 and p95.n_candidate == 400
     assert any(f"< {MIN_SAMPLES}" in w for w in p95.warnings)
+    # Every guardrail has 30 samples in the baseline: none can pass, none fails: INCONCLUSIVE.
+    assert not p95.passed and p95.classification == "Pass"
+    assert result.verdict == "INCONCLUSIVE" and result.score is None
+    assert any("only 30 samples in the baseline (< 50): cannot pass" in r for r in result.reasons)
     big = judge(default_guardrails("lowering", False), samples("b", seed=1), samples("c", seed=2))
     assert not cell_of(big, "e2e_p95").warnings
 
@@ -111,7 +117,8 @@ def test_no_data_is_nodata() -> None:
     result = judge(default_guardrails("lowering", with_quality=True), base, empty)
     assert {c.classification for c in result.cells} == {"Nodata"}
     assert all("no " in c.reason and "candidate" in c.reason for c in result.cells)
-    assert result.verdict == "Fail" and result.reasons == ["no guardrail had data on both sides"]
+    assert result.verdict == "INCONCLUSIVE" and result.score is None
+    assert all("no " in r and "samples in the candidate" in r for r in result.reasons)
 
 
 def test_missing_quality_is_nodata_and_holds_back_pass() -> None:
@@ -120,9 +127,9 @@ def test_missing_quality_is_nodata_and_holds_back_pass() -> None:
     result = judge(default_guardrails("lowering", with_quality=True), base, cand)
     q = cell_of(result, "quality")
     assert q.classification == "Nodata" and q.diff is None
-    # Every cell with data passes, but a critical guardrail without data keeps it from Pass.
-    assert result.score == 1.0 and result.verdict == "Marginal"
-    assert any("quality p05 has no data" in r for r in result.reasons)
+    # Every cell with data passes, but a guardrail without data keeps it from PASS.
+    assert result.score == 1.0 and result.verdict == "INCONCLUSIVE"
+    assert result.reasons == ["quality p05: no quality p05 samples in the candidate"]
 
 
 def test_critical_failure_forces_fail_despite_high_score() -> None:
@@ -144,8 +151,9 @@ def test_critical_failure_forces_fail_despite_high_score() -> None:
     ] * 4
     result = judge(rails, base, cand)
     assert result.score >= 0.95  # 20 of 21 pass
-    assert result.verdict == "Fail"
-    # The same failure on a non-critical guardrail only makes the verdict Marginal.
+    assert result.verdict == "FAIL"
+    assert result.reasons[0].startswith("critical guardrail p99 failed: higher by")
+    # The same failure on a non-critical guardrail fails by the score: 10/11 < 0.95.
     soft = [
         Guardrail(
             metric="e2e_p99", label="p99", direction="increase", tolerance=0.05, critical=False
@@ -153,7 +161,11 @@ def test_critical_failure_forces_fail_despite_high_score() -> None:
         *rails[1:],
     ]
     soft_result = judge(soft[:11], base, cand)
-    assert soft_result.verdict == "Marginal", soft_result.reasons
+    assert soft_result.verdict == "FAIL", soft_result.reasons
+    assert soft_result.reasons[0] == "10/11 guardrails pass (score 0.91 < 0.95)"
+    assert soft_result.reasons[1].startswith("p99 failed: higher by")
+    # ... and among 21 guardrails (score 20/21 >= 0.95) the verdict passes.
+    assert judge(soft, base, cand).verdict == "PASS"
 
 
 def test_fallback_rate_increase_is_high() -> None:
@@ -175,9 +187,10 @@ def test_verdict_thresholds() -> None:
     )
     bad_cell = judge_cell(bad, measure(bad, base), measure(bad, cand))
     ok_cell = judge_cell(ok, measure(ok, base), measure(ok, base))
-    assert verdict_of([bad_cell, ok_cell])[1] == "Fail"  # 0.5 < 0.75
-    assert verdict_of([bad_cell, *[ok_cell] * 3])[1] == "Marginal"  # 0.75
-    assert verdict_of([ok_cell] * 3)[1] == "Pass"
+    assert guardrail_verdict([bad_cell, ok_cell])[:2] == (0.5, "FAIL")
+    assert guardrail_verdict([bad_cell, *[ok_cell] * 19])[:2] == (0.95, "PASS")
+    assert guardrail_verdict([ok_cell] * 3)[:2] == (1.0, "PASS")
+    assert guardrail_verdict([])[1] == "INCONCLUSIVE"
 
 
 @pytest.mark.parametrize("direction", ["increase", "both"])

@@ -64,6 +64,26 @@ def test_layers_point_down(folder: str, forbidden: set[str]) -> None:
         assert not bad, f"{path} imports upward: {sorted(bad)}"
 
 
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _files("workbench") if p.relative_to(ROOT / "workbench").parts[0] != "web"],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_only_web_imports_the_web_server(path: Path) -> None:
+    """textual-serve and aiohttp stay in workbench/web (the CLI imports it inside run())."""
+    top = {m.split(".")[0] for m in _imports(path)}
+    assert not top & {"textual_serve", "aiohttp"}, f"{path} imports the web server's libraries"
+
+
+def test_web_runs_the_app_as_a_command() -> None:
+    """workbench/web starts `python -m workbench` per session; it never imports the app."""
+    for path in _files("workbench/web"):
+        mods = _imports(path)
+        assert not {
+            m for m in mods if m.split(".")[0] == "textual" or m.startswith("workbench.tui")
+        }, path
+
+
 def test_checker_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import polars\nfrom textual.app import App\n")

@@ -92,3 +92,33 @@ def test_a_broken_record_is_reported_as_not_reproduced() -> None:
     rep = reproduction(observed_queue(req), req)
     assert not rep.reproduced
     assert rep.rel_error["p50"] > 0.5
+
+
+def _slots_fifo(arrival: np.ndarray, service: np.ndarray, c: int) -> np.ndarray:
+    """Latency under c servers taking requests in arrival order (the ground truth)."""
+    import heapq
+
+    free = [0.0] * c
+    out = np.empty(arrival.size)
+    for i in np.argsort(arrival, kind="stable"):
+        f = heapq.heappop(free)
+        end = max(f, arrival[i]) + service[i]
+        heapq.heappush(free, end)
+        out[i] = end - arrival[i]
+    return out
+
+
+def test_continuous_batching_is_a_server_with_slots_and_savings_free_them_early() -> None:
+    n, c = 600, 3
+    arrival = _arrivals(n, 70.0, seed=7)
+    service = np.random.default_rng(8).uniform(150.0, 250.0, n)  # ~2.9 slots busy
+    latency = _slots_fifo(arrival, service, c)
+    req = requests(arrival, latency, service)
+    q = observed_queue(req)
+    assert q.slots == c
+    assert reproduction(q, req).worst < 1e-9
+    faster = req.stage_us.copy()
+    faster[:, 3] -= 40.0
+    truth = _slots_fifo(arrival, service - 40.0, c)
+    np.testing.assert_allclose(requeue(q, faster), truth, rtol=1e-6, atol=1e-6)
+    assert np.quantile(truth, 0.95) < np.quantile(latency, 0.95) - 40.0  # waits shrank too

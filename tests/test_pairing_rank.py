@@ -104,3 +104,12 @@ def test_unknown_runs_are_one_line_errors(con) -> None:  # type: ignore[no-untyp
         pairing.rank_comparators(con, "nope")
     with pytest.raises(WorkbenchError, match="comparator run is not in the store"):
         pairing.pair_warnings(con, "failing", "nope")
+
+
+def test_an_unknown_tag_reads_unknown_not_none(tmp_path: Path) -> None:
+    """A tag the failing run does not record is "unknown" in the reasons, never "None"."""
+    write_run(tmp_path, RunSpec("fail", seed=1, meta={"compiler": None}))
+    write_run(tmp_path, RunSpec("base", seed=2, start_offset_s=7200))
+    reasons = [r for c in pairing.rank_comparators(db.connect(tmp_path), "fail") for r in c.reasons]
+    assert any("compiler unknown -> " in r for r in reasons), reasons
+    assert not any("None" in r for r in reasons), reasons

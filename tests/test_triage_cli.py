@@ -251,3 +251,20 @@ def test_a_truncated_store_file_is_a_one_line_error(
     assert main(["runs", "--store", str(store)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "run_id=tiny" in err[0] and "cannot read the store" in err[0]
+
+
+def test_the_practical_threshold_is_the_users_and_the_verdict_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = incident_store(tmp_path)
+    base = ["triage", "--store", str(store), "--failing", "failing", "--comparator", "comparator"]
+    doc = _json(capsys, [*base, "--json"])
+    v = doc["verdict"]
+    assert v["outcome"] == "regression" and doc["triggered"] is True
+    assert v["base_rerun"]["failing"]["reproduced"] == 1.0
+    assert 0.0 <= v["origin_agreement"] <= 1.0 and doc["confidence"] <= v["origin_agreement"]
+    strict = _json(capsys, [*base, "--min-gap", "50", "--json"])["verdict"]
+    assert strict["outcome"] == "no regression" and "practical threshold" in strict["reason"]
+    assert main([*base, "--min-gap", "50"]) == 0
+    text = capsys.readouterr().out
+    assert "NO REGRESSION: " in text and "threshold" in text

@@ -168,9 +168,11 @@ def test_ingest_through_the_path_picker(store: Path) -> None:
             await pilot.press("i")
             await wait_for(pilot, lambda: isinstance(app.screen, IngestScreen), "ingest screen")
             path_input = app.screen.query_one("#ingest-path")
-            path_input.value = str(trace)
-            await pilot.press("tab")  # to the tree
-            await pilot.press("tab")  # to run id
+            path_input.value = str(trace.parent) + "/mi25"
+            await pilot.press("tab")  # completes the one name that starts so
+            assert path_input.value == str(trace)
+            await pilot.press("enter")  # a file: on to the run id
+            assert app.screen.focused.id == "ingest-run-id"
             for ch in "mi250-toy":
                 await pilot.press(ch)
             await pilot.press("ctrl+s")
@@ -222,7 +224,7 @@ def test_quit_and_reopen_resumes_the_incident(store: Path) -> None:
             await wait_for(pilot, lambda: app.incident is not None, "incident declared")
             await wait_for(pilot, lambda: app.current_mode == "pair", "pair screen")
             inc = app.incident
-            await pilot.press("q")
+            await pilot.press("q", "y")
         return inc.id, inc.failing
 
     async def reopen() -> tuple[str, str, str]:

@@ -25,6 +25,7 @@ from test_tui_support import (
 )
 
 from accel.stages import STAGES
+from workbench.tui.confirm_modal import ConfirmModal
 
 OWNERS = {"compiler lead": "Ada Compiler", "runtime lead": "Rui Runtime"}
 
@@ -96,22 +97,36 @@ async def evidence_and_localize(pilot: Any) -> None:
         "fusion_memory_burst",
     )
     text = screen_text(app)
-    assert "Origin lowering" in text and "fusion_memory_burst" in text
+    # The verdict view, in plain words, every warning whole (80x24).
+    assert "Starts in lowering" in text and "fusion_memory_burst" in text
+    assert "a score, not a probability" in text and "confidence" not in text
+    for warning in app.incident.triage["warnings"]:
+        assert " ".join(warning.split()) in " ".join(text.split()), warning
     # Replay per stage, at 80x24: every stage row on screen, origin (O) and manifest (M) marked,
     # the failing run's observed/predicted p99 latency as the attached triage says.
+    await pilot.press("right_square_bracket")
+    await pilot.pause(0.1)
+    text = screen_text(app)
+    assert "observed / model-predicted" in text  # the legend under the table
     keys = table_keys(app, "#replay-table")
     assert keys == [*STAGES, "other", "latency"]
     lat = next(r for r in app.incident.triage["replay"]["rows"] if r["id"] == "latency")["failing"]
     f99 = f"{lat['observed_p99_us'] / 1e3:.2f}/{lat['predicted_p99_us'] / 1e3:.2f}"
-    lines = text.splitlines()
-    assert any(ln.split()[:2] == ["lowering", "O"] for ln in lines if ln.strip())
-    assert any(ln.split()[:2] == ["execution", "M"] for ln in lines if ln.strip())
-    assert any(ln.split()[:1] == ["latency"] and f99 in ln for ln in lines), f99
     await move_to(pilot, "#replay-table", "execution")
     await pilot.pause(0.1)
     text = screen_text(app)
-    assert "execution manifest  n=" in text and "obs-pred shift F-C" in text
-    assert "C obs " in text  # the detail's last line is not cut off
+    lines = [ln.replace("▶", " ") for ln in text.splitlines()]
+    assert any(ln.split()[:2] == ["execution", "M"] for ln in lines if ln.strip())
+    assert "execution manifest  n=" in text and "(failing - comparator)" in text
+    assert "comparator obs " in text  # the detail's last line is not cut off
+    await move_to(pilot, "#replay-table", "latency")
+    await pilot.pause(0.1)
+    lines = [ln.replace("▶", " ") for ln in screen_text(app).splitlines()]
+    assert any(ln.split()[:1] == ["latency"] and f99 in ln for ln in lines), f99
+    await move_to(pilot, "#replay-table", "lowering")
+    await pilot.pause(0.1)
+    lines = [ln.replace("▶", " ") for ln in screen_text(app).splitlines()]
+    assert any(ln.split()[:2] == ["lowering", "O"] for ln in lines if ln.strip())
     await pilot.press("right_square_bracket", "right_square_bracket")  # proof, primary metric
     await pilot.press("c")
     await wait_for(pilot, lambda: status(app) == "classified", "classified")
@@ -158,6 +173,11 @@ async def validate(pilot: Any) -> None:
         timeout=60,
     )
     assert not app.incident.replay_check.passed
+    await pilot.pause(0.2)
+    # One verdict on screen: REFUSED, and nothing that reads as a pass (issue 14, point 1).
+    words = screen_text(app).replace("\n", " ")
+    assert "candidate-synthetic:  REFUSED" in words
+    assert "PASS " not in words.replace("not a PASS", "") and "Pass" not in words
     await pilot.press("left_square_bracket")  # back to the candidates
     await move_to(pilot, "#candidate-table", "candidate-rollback")
     await pilot.press("v")
@@ -170,11 +190,11 @@ async def validate(pilot: Any) -> None:
         "rollback validated",
         timeout=60,
     )
-    assert app.incident.validation.verdict == "Pass"
+    assert app.incident.validation.verdict == "PASS"
     assert app.incident.replay_check.passed
     assert app.incident.rollback_criteria
     text = screen_text(app)
-    assert "candidate-rollback: Pass" in text
+    assert "candidate-rollback:  PASS " in text and "REFUSED" not in text
     # Edit a rollback criterion: its window goes to 2000 requests, saved at once.
     await pilot.press("e")
     await pilot.press("ctrl+a", "ctrl+k")
@@ -192,7 +212,7 @@ async def validate(pilot: Any) -> None:
     count = len(app.incident.rollback_criteria)
     await pilot.press("n")
     await wait_for(pilot, lambda: len(app.incident.rollback_criteria) == count + 1, "added")
-    await pilot.press("down", "x")
+    await pilot.press("down", "x", "y")  # delete asks first
     await wait_for(pilot, lambda: len(app.incident.rollback_criteria) == count, "deleted")
     assert app.incident.rollback_criteria[0].window_requests == 2000
 
@@ -204,17 +224,20 @@ async def close_and_export(pilot: Any, folder: Path) -> tuple[Path, Path]:
     screen = base_screen(app)
     await wait_for(pilot, lambda: screen.missing == [], "close gate passes")
     await pilot.press("x")
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), "asked to close")
+    assert status(app) != "closed"  # nothing happens before the answer
+    await pilot.press("y")
     await wait_for(pilot, lambda: status(app) == "closed", "closed")
     await pilot.press("d")
     await pilot.press("ctrl+a", "ctrl+k")
     await type_text(pilot, str(folder))
     await pilot.press("enter")
     await pilot.press("m")
-    md = folder / f"{app.incident.id}-summary.md"
+    md = folder / f"{app.incident.id}.md"
     await wait_for(pilot, lambda: screen.last_export == md.resolve(), "markdown export")
     assert app.clipboard == str(md.resolve())  # OSC 52 copy
     await pilot.press("j")
-    js = folder / f"{app.incident.id}-summary.json"
+    js = folder / f"{app.incident.id}.json"
     await wait_for(pilot, lambda: screen.last_export == js.resolve(), "json export")
     assert "path copied" in screen_text(app)
     return md, js
@@ -233,7 +256,7 @@ def test_whole_flow_by_keys_with_a_restart_in_the_middle(store: Path, tmp_path: 
                 await declare_and_pair(pilot)
                 await evidence_and_localize(pilot)
                 inc = app.incident
-                await pilot.press("q")
+                await pilot.press("q", "y")
         return inc.id, inc.version, watch
 
     async def second_half() -> tuple[str, int, str, str, Path, Path, Any]:
@@ -259,6 +282,9 @@ def test_whole_flow_by_keys_with_a_restart_in_the_middle(store: Path, tmp_path: 
         assert watch.count > 100
         assert not watch.slow, f"handlers over {watch.threshold_ms} ms: {watch.slow}"
     summary = md.read_text(encoding="utf-8")
+    # The export's first screenful is the brief: the fix's compiler version, the fusion numbers.
+    first = "\n".join(summary.splitlines()[:24])
+    assert "## Brief" in first and "2.5.1" in first and "9,600 vs 3,840" in first
     for needle in (
         iid,
         "closed",
@@ -269,7 +295,7 @@ def test_whole_flow_by_keys_with_a_restart_in_the_middle(store: Path, tmp_path: 
         "execution",
         "fusion_memory_burst",
         "candidate-rollback",
-        "Pass",
+        "PASS",
         *OWNERS.values(),
         "2000",
     ):

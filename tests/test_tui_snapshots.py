@@ -1,4 +1,4 @@
-"""Snapshots of every screen at 100x30 and 80x24, on the sample store's incident."""
+"""Snapshots of every screen at 80x24 (designed for) and 120x40, on the sample store's incident."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from test_tui_support import (
     SAMPLE_STORE,
     TRACES,
     base_screen,
+    build_validating_incident,
     copy_store,
     frozen_time,
     make_app,
     wait_for,
 )
 
-SIZES = [(100, 30), (80, 24)]
+SIZES = [(80, 24), (120, 40)]
 # Fixed paths: screens show the store and the export folder.
 SNAP_ROOT = Path("/tmp/workbench-tui-snapshots")
 INCIDENT_ID = "INC-20260115-01"
@@ -27,30 +28,12 @@ INCIDENT_ID = "INC-20260115-01"
 @pytest.fixture(scope="module")
 def incident_store() -> Iterator[Path]:
     """The sample incident taken to 'validating' through the headless layers, clock frozen."""
-    from workbench.triage import workflow
-    from workbench.triage.incident import create_incident, load_incident
-    from workbench.triage.owners import load_roster, propose_owners
-    from workbench.triage.triage import triage
-    from workbench.triage.validation import validate_incident
-
     shutil.rmtree(SNAP_ROOT, ignore_errors=True)
     store = copy_store(SAMPLE_STORE, SNAP_ROOT / "store")
     folder = SNAP_ROOT / "traces"
     folder.mkdir()
     shutil.copy(TRACES / "mi250_minitoy_train_ROCm6_2_kineto.json.gz", folder)
-    with frozen_time():
-        inc = create_incident(
-            store, "Tail latency regression in run failing", "sev2", "tester", INCIDENT_ID
-        )
-        workflow.pair(store, inc.id, "failing", "comparator", "tester", "fixed-metadata")
-        doc = triage(store, "failing", "comparator", fixed="fixed-metadata").to_json()
-        workflow.attach_triage(store, inc.id, doc, "tester")
-        workflow.classify(store, inc.id, "tester")
-        roster = load_roster(store)
-        people = iter(["Ada Compiler", "Rui Runtime", "Obi Observer", "Sam Serving"])
-        for p in propose_owners(load_incident(store, inc.id), roster):
-            workflow.assign(store, inc.id, p.role, next(people), "tester", roster)
-        validate_incident(store, inc.id, "candidate-rollback", "tester")
+    build_validating_incident(store, INCIDENT_ID)
     yield store
     shutil.rmtree(SNAP_ROOT, ignore_errors=True)
 
@@ -95,7 +78,8 @@ def _error(pilot: Any) -> Awaitable[None]:
 
         app = pilot.app
         await _goto("7", "close", lambda s: s.missing is not None)(pilot)
-        await pilot.press("d", "ctrl+a", "ctrl+k", *"/no/such/folder", "enter", "m")
+        # A "folder" under a file: offered to be created, which then fails in one line.
+        await pilot.press("d", "ctrl+a", "ctrl+k", *"/etc/hostname/x", "enter", "m", "y")
         for _ in range(200):
             if isinstance(app.screen, ErrorModal):
                 break
@@ -106,11 +90,60 @@ def _error(pilot: Any) -> Awaitable[None]:
     return run()
 
 
+def _drill(pilot: Any) -> Awaitable[None]:
+    async def run() -> None:
+        from workbench.tui.request_screen import RequestScreen
+
+        app = pilot.app
+        await _goto("3", "evidence", lambda s: s.bundle is not None)(pilot)
+        await pilot.press("o")
+        for _ in range(200):
+            if isinstance(app.screen, RequestScreen) and app.screen.opened_in_s is not None:
+                break
+            await pilot.pause(0.05)
+        await pilot.press("right", "right", "right")
+        await pilot.pause(0.2)
+
+    return run()
+
+
+def _incidents(pilot: Any) -> Awaitable[None]:
+    async def run() -> None:
+        from workbench.tui.incidents_screen import IncidentsScreen
+
+        app = pilot.app
+        await _goto("1", "runs", lambda s: True)(pilot)
+        await pilot.press("0")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, IncidentsScreen) and app.screen.found is not None,
+            "incidents",
+        )
+        await pilot.pause(0.1)
+
+    return run()
+
+
+def _confirm(pilot: Any) -> Awaitable[None]:
+    async def run() -> None:
+        from workbench.tui.confirm_modal import ConfirmModal
+
+        app = pilot.app
+        await _goto("1", "runs", lambda s: True, "down", "down", "f")(pilot)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), "confirm")
+        await pilot.pause(0.1)
+
+    return run()
+
+
 SCREENS: dict[str, Callable[[Any], Awaitable[None]]] = {
     "runs": _goto("1", "runs", lambda s: True),
     "pair": _goto("2", "pair", lambda s: bool(s.ranked)),
     "evidence": _goto("3", "evidence", lambda s: s.bundle is not None),
     "localize": _goto("4", "localize", lambda s: s.shown_for is not None),
+    "localize-replay": _goto(
+        "4", "localize", lambda s: s.shown_for is not None, "right_square_bracket"
+    ),
     "owners": _goto("5", "owners", lambda s: bool(s.proposals)),
     "validate": _goto(
         "6", "validate", lambda s: s.shown_validation is not None, "right_square_bracket"
@@ -119,6 +152,9 @@ SCREENS: dict[str, Callable[[Any], Awaitable[None]]] = {
     "help": _goto("1", "runs", lambda s: True, "question_mark"),
     "ingest": _ingest,
     "error": _error,
+    "drill": _drill,
+    "incidents": _incidents,
+    "confirm": _confirm,
 }
 
 
@@ -132,6 +168,16 @@ def test_screen_snapshot(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(SNAP_ROOT / "traces")
+    # A fresh resume state per snapshot (a fixed path: Close shows its exports folder).
+    state = SNAP_ROOT / "state"
+    shutil.rmtree(state, ignore_errors=True)
+    before = SCREENS[screen]
+
+    async def run_before(pilot: Any) -> None:
+        await before(pilot)
+        pilot.app.clear_notifications()  # the "Resuming ..." toast fades by itself
+        await pilot.pause(0.1)
+
     with frozen_time():
-        app = make_app(incident_store)
-        assert snap_compare(app, terminal_size=size, run_before=SCREENS[screen])
+        app = make_app(incident_store, state_dir=state)
+        assert snap_compare(app, terminal_size=size, run_before=run_before)

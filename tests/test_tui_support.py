@@ -40,6 +40,8 @@ def make_app(store: Path, **kwargs: Any) -> Any:
     textual.constants.COLOR_SYSTEM = "256"  # type: ignore[misc]
     kwargs.setdefault("clock", lambda: FIXED_NOW)
     kwargs.setdefault("actor", "tester")
+    # The resume place is per user; tests keep theirs beside the store, never in $HOME.
+    kwargs.setdefault("state_dir", store.parent / f"{store.name}-wbstate")
     return WorkbenchApp(store, **kwargs)
 
 
@@ -135,7 +137,8 @@ async def move_to(pilot: Any, selector: str, key: str) -> None:
     from textual.widgets import DataTable
 
     app = pilot.app
-    table = base_screen(app).query_one(selector, DataTable)
+    found = app.screen.query(selector)  # a modal's table, else the step screen's
+    table = found.first(DataTable) if found else base_screen(app).query_one(selector, DataTable)
     table.focus()
     keys = table_keys(app, selector)
     assert key in keys, f"{key} not in {keys}"
@@ -198,3 +201,30 @@ def frozen_time(at: datetime = FROZEN_AT) -> Iterator[None]:
         yield
     finally:
         patch.undo()
+
+
+INCIDENT_ID = "INC-20260115-01"
+
+
+def build_validating_incident(store: Path, incident_id: str = INCIDENT_ID) -> None:
+    """The sample incident taken to 'validating' through the headless layers, clock frozen:
+    paired (with the reproduction pinned), triaged, classified, owned, candidate validated."""
+    from workbench.triage import workflow
+    from workbench.triage.incident import create_incident, load_incident
+    from workbench.triage.owners import load_roster, propose_owners
+    from workbench.triage.triage import triage
+    from workbench.triage.validation import validate_incident
+
+    with frozen_time():
+        inc = create_incident(
+            store, "Tail latency regression in run failing", "sev2", "tester", incident_id
+        )
+        workflow.pair(store, inc.id, "failing", "comparator", "tester", "fixed-metadata")
+        doc = triage(store, "failing", "comparator", fixed="fixed-metadata").to_json()
+        workflow.attach_triage(store, inc.id, doc, "tester")
+        workflow.classify(store, inc.id, "tester")
+        roster = load_roster(store)
+        people = iter(["Ada Compiler", "Rui Runtime", "Obi Observer", "Sam Serving"])
+        for p in propose_owners(load_incident(store, inc.id), roster):
+            workflow.assign(store, inc.id, p.role, next(people), "tester", roster)
+        validate_incident(store, inc.id, "candidate-rollback", "tester")

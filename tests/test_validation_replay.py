@@ -169,7 +169,8 @@ def test_compute_validation_uses_the_comparator_as_baseline(store: Path) -> None
     assert validation.baseline == "comparator" and validation.baseline_role == "comparator"
     assert validation.validated_by == "bob" and check.passed and criteria
     q = next(c for c in validation.cells if c.metric == "quality")
-    assert q.classification == "Nodata" and validation.verdict == "Marginal"
+    assert q.classification == "Nodata" and validation.verdict == "INCONCLUSIVE"
+    assert validation.reasons == ["quality p05: no quality p05 samples in the candidate"]
     with pytest.raises(WorkbenchError, match="must be a new run"):
         compute_validation(store, inc, "failing", "bob")
     with pytest.raises(WorkbenchError, match="unknown run id"):

@@ -66,13 +66,23 @@ def decide(
 ) -> Decision:
     """The origin on the requests fi of failing and ci of comparator (None: all of them);
     own_f / own_c: (n, 5) per-stage own time, whose p95 gap names the manifest stage."""
-    qf = _quantiles([lf, *(c.base for c in cands), *(c.cf for c in cands)], fi)
+    # Rows: lf, each distinct base array (most candidates share one), each counterfactual.
+    rows: list[F64] = [lf]
+    base_row: list[int] = []
+    seen: dict[int, int] = {}
+    for c in cands:
+        if id(c.base) not in seen:
+            seen[id(c.base)] = len(rows)
+            rows.append(c.base)
+        base_row.append(seen[id(c.base)])
+    first_cf = len(rows)
+    rows.extend(c.cf for c in cands)
+    qf = _quantiles(rows, fi)
     qc = _quantiles([lc], ci)[0]
     gap = qf[0] - qc
-    k = len(cands)
     shares = []
-    for j in range(k):
-        removed = qf[1 + j] - qf[1 + k + j]
+    for j in range(len(cands)):
+        removed = qf[base_row[j]] - qf[first_cf + j]
         s = np.where(gap > 0, removed / np.where(gap > 0, gap, 1.0), 0.0)
         shares.append(float(np.clip(s, -1.0, 1.5).mean()))
     for stage in STAGES:
@@ -99,6 +109,7 @@ def origin_agreement(
     """Share of bootstrap resamples (requests of both runs, with replacement) whose decision
     names `origin`."""
     rng = np.random.default_rng(seed)
+    cands = [c for c in cands if c.eligible]  # the others can never name a stage
     same = 0
     for _ in range(n_resamples):
         fi = rng.integers(0, lf.size, lf.size)

@@ -10,19 +10,24 @@ tail (latency >= its p95) minus the comparator tail's, over the p95 gap.
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from accel.cost import dense_ids
-from accel.ops import F64, I64, OpArrays, joint_name_codes
+from accel.localize.confidence import Candidate
+from accel.localize.requeue import QueueState, arrival_rate, requeue, stretched
+from accel.ops import F64, I64, OpArrays, RequestArrays, joint_name_codes, name_codes
 from accel.stages import STAGE_CODE, STAGES
-from accel.stats import hodges_lehmann_ci, mann_whitney_u, quantile
+from accel.stats import mann_whitney_u, proportion_diff_ci, quantile
 
 EXEC = STAGE_CODE["execution"]
 SCHED = STAGE_CODE["scheduling"]
 IMBALANCE = "core_imbalance"  # the kind name of per-core imbalance (stage scheduling)
+ARRIVALS = "arrival_rate"  # the kind name of the load evidence (stage ingress)
+TAIL_ALPHA = 0.002  # level of the tail-excess interval (five stages, a few kinds each)
 _DIGITS = re.compile(r"\d+")
 
 
@@ -32,6 +37,8 @@ class KindTimes:
 
     stage: dict[str, str]  # kind -> stage it belongs to
     us: dict[str, F64]  # kind -> (n_requests,) time
+    # (n_requests, 5): modelled op time per stage, what waits like a barrier's grow with
+    modelled_us: F64 = field(default_factory=lambda: np.zeros((0, len(STAGES))))
 
 
 @dataclass(frozen=True)
@@ -45,15 +52,30 @@ class Direct:
     failing_tail_mean_us: float
     comparator_tail_mean_us: float
     tail_share: float  # (failing tail mean - comparator tail mean) / p95 gap
-    hl_us: float
+    hl_us: float  # shift of the medians, failing - comparator
     p_value: float
+    # Tail first: share of failing requests above the comparator's p95 of this kind, minus the
+    # comparator's own share there, with the lower bound of its (1 - TAIL_ALPHA) interval.
+    tail_excess: float
+    tail_excess_lo: float
     saved_us: F64  # per failing request: time its counterfactual saves (>= 0)
 
+    def grew(self, alpha: float) -> bool:
+        """The kind grew: a significant upward shift of the whole, or more failing requests
+        past the comparator's tail than the comparator has (a stall in a few requests)."""
+        shift = self.p_value < alpha and (
+            self.hl_us > 0 or self.failing_p95_us > self.comparator_p95_us
+        )
+        return shift or self.tail_excess_lo > 0
 
-def kind_names(ops: OpArrays, other: OpArrays) -> tuple[I64, I64, list[str]]:
+
+def kind_names(
+    ops: OpArrays, other: OpArrays, codes: tuple[I64, I64, list[str]] | None = None
+) -> tuple[I64, I64, list[str]]:
     """Kind code per op of both runs (kernel name, else op name with digits folded: one kind
-    for every layer's barrier), over one vocabulary."""
-    a, b, vocab = joint_name_codes(ops, other, kernel_fallback=True)
+    for every layer's barrier), over one vocabulary; `codes`: joint_name_codes(ops, other,
+    kernel_fallback=True) when the caller has them."""
+    a, b, vocab = codes or joint_name_codes(ops, other, kernel_fallback=True)
     folded = [_DIGITS.sub("#", v) for v in vocab]
     uniq = sorted(set(folded))
     index = {v: i for i, v in enumerate(uniq)}
@@ -61,11 +83,21 @@ def kind_names(ops: OpArrays, other: OpArrays) -> tuple[I64, I64, list[str]]:
     return remap[a] if a.size else a, remap[b] if b.size else b, uniq
 
 
+def run_kinds(ops: OpArrays, n_req: int) -> KindTimes:
+    """kind_times of one run on its own vocabulary (kinds are compared by name, so each run's
+    can be made alone, beside its replay)."""
+    code, vocab = name_codes(ops, kernel_fallback=True)
+    folded = [_DIGITS.sub("#", v) for v in vocab]
+    uniq = sorted(set(folded))
+    index = {v: i for i, v in enumerate(uniq)}
+    remap = np.array([index[v] for v in folded], dtype=np.int64)
+    return kind_times(ops, remap[code] if code.size else code, uniq, n_req)
+
+
 def unmodelled(ops: OpArrays) -> np.ndarray:
     """Ops the cost model cannot predict: no flops and no bytes."""
-    flops = np.nan_to_num(ops.flops, nan=0.0)
-    nbytes = np.nan_to_num(ops.bytes, nan=0.0)
-    return np.asarray((flops <= 0) & (nbytes <= 0), dtype=bool)
+    # NaN > 0 is False: unknown counts as none.
+    return np.asarray(~(ops.flops > 0) & ~(ops.bytes > 0), dtype=bool)
 
 
 def imbalance_us(ops: OpArrays, code: I64, n_req: int) -> F64:
@@ -101,17 +133,27 @@ def kind_times(ops: OpArrays, code: I64, vocab: list[str], n_req: int) -> KindTi
     um = np.flatnonzero(unmodelled(ops) & (ops.stage >= 0))
     if um.size:
         key = ops.stage[um].astype(np.int64) * (len(vocab) + 1) + code[um]
-        for k in np.unique(key).tolist():
+        kinds, inv = np.unique(key, return_inverse=True)
+        # One bincount over (kind, request) instead of a mask per kind.
+        table = np.bincount(
+            inv.ravel() * n_req + ops.req[um],
+            np.nan_to_num(ops.observed_us[um]),
+            kinds.size * n_req,
+        ).reshape(kinds.size, n_req)
+        for j, k in enumerate(kinds.tolist()):
             s, c = divmod(int(k), len(vocab) + 1)
-            sel = um[key == k]
             kind = f"{STAGES[s]}:{vocab[c] if c < len(vocab) else '?'}"
             stage[kind] = STAGES[s]
-            us[kind] = np.bincount(ops.req[sel], np.nan_to_num(ops.observed_us[sel]), n_req).astype(
-                np.float64
-            )
+            us[kind] = np.asarray(table[j], dtype=np.float64)
     stage[IMBALANCE] = STAGES[SCHED]
     us[IMBALANCE] = imbalance_us(ops, code, n_req)
-    return KindTimes(stage, us)
+    mod = np.flatnonzero(~unmodelled(ops) & (ops.stage >= 0))
+    modelled = np.bincount(
+        ops.req[mod] * len(STAGES) + ops.stage[mod],
+        np.nan_to_num(ops.observed_us[mod]),
+        n_req * len(STAGES),
+    ).reshape(n_req, len(STAGES))
+    return KindTimes(stage, us, np.asarray(modelled, dtype=np.float64))
 
 
 def _rank_matched_saving(x_f: F64, x_c: F64) -> F64:
@@ -124,9 +166,24 @@ def _rank_matched_saving(x_f: F64, x_c: F64) -> F64:
     return np.asarray(np.maximum(x_f - matched, 0.0), dtype=np.float64)
 
 
+def _conditioned(xf: F64, xc: F64, mf: F64, mc: F64) -> tuple[F64, F64]:
+    """The kind's time less what the modelled work of its stage explains, fitted on the
+    comparator (x = a + b m, b >= 0): a barrier waits for the kernels before it, so slower
+    kernels alone lengthen it; a stall does not follow them."""
+    if mf.size != xf.size or mc.size != xc.size or np.ptp(mc) <= 0 or not xc.any():
+        return xf, xc
+    b, a = np.polyfit(mc, xc, 1)
+    b = max(float(b), 0.0)
+    a = float(np.mean(xc) - b * np.mean(mc))
+    return np.asarray(xf - (a + b * mf), dtype=np.float64), np.asarray(
+        xc - (a + b * mc), dtype=np.float64
+    )
+
+
 def compare(f: KindTimes, c: KindTimes, lf: F64, lc: F64, p95_gap: float) -> list[Direct]:
     """Every kind present in either run, compared (kinds only one run has count as zero time
-    in the other)."""
+    in the other); the tests and the counterfactual read the kind's time net of what its
+    stage's modelled work explains (_conditioned)."""
     tail_f = lf >= float(quantile(lf, 0.95))
     tail_c = lc >= float(quantile(lc, 0.95))
     out = []
@@ -136,8 +193,22 @@ def compare(f: KindTimes, c: KindTimes, lf: F64, lc: F64, p95_gap: float) -> lis
         if not (xf.any() or xc.any()):
             continue
         tf, tc = float(xf[tail_f].mean()), float(xc[tail_c].mean())
+        col = (
+            STAGE_CODE["execution"]
+            if kind == IMBALANCE
+            else STAGE_CODE[f.stage.get(kind) or c.stage[kind]]
+        )
+        mf = f.modelled_us[:, col] if f.modelled_us.shape[0] == xf.size else np.zeros(0)
+        mc = c.modelled_us[:, col] if c.modelled_us.shape[0] == xc.size else np.zeros(0)
+        xf, xc = _conditioned(xf, xc, mf, mc)
         _, p = mann_whitney_u(xf, xc)
-        hl = hodges_lehmann_ci(xf, xc)[0]
+        # The shift of the medians: Hodges-Lehmann's all-pairs median costs too much per kind
+        # on big runs, and only its sign and size are read.
+        hl = float(np.median(xf) - np.median(xc))
+        cut = float(quantile(xc, 0.95))
+        excess, lo, _ = proportion_diff_ci(
+            int((xf > cut).sum()), xf.size, int((xc > cut).sum()), xc.size, TAIL_ALPHA
+        )
         out.append(
             Direct(
                 kind=kind,
@@ -149,7 +220,66 @@ def compare(f: KindTimes, c: KindTimes, lf: F64, lc: F64, p95_gap: float) -> lis
                 tail_share=(tf - tc) / p95_gap if p95_gap > 0 else 0.0,
                 hl_us=float(hl),
                 p_value=float(p),
+                tail_excess=float(excess),
+                tail_excess_lo=float(lo),
                 saved_us=_rank_matched_saving(xf, xc),
             )
         )
     return out
+
+
+def direct_mechanism(kind: str, stage: str) -> str:
+    """The mechanism direct evidence of `kind` points at."""
+    if kind == IMBALANCE:
+        return "core_imbalance"
+    if kind == ARRIVALS:
+        return "queueing"
+    return {
+        "ingress": "queueing",
+        "lowering": "recompile",
+        "scheduling": "core_imbalance",
+        "execution": "barrier_stall",
+        "assembly": "assembly",
+    }[stage]
+
+
+def load_candidate(
+    fr: RequestArrays,
+    cr: RequestArrays,
+    fq: QueueState,
+    f_stage: F64,
+    base_lat: F64,
+    reproduced: bool,
+    alpha: float,
+    need: float,
+) -> Candidate | None:
+    """Direct evidence on the arrival process: the failing run re-run at the comparator's
+    arrival rate (arrivals spread out in time, service unchanged); eligible when the failing
+    run's gaps between arrivals are significantly shorter. Needs the queue re-run."""
+    if not reproduced or fr.size < 3 or cr.size < 3:
+        return None
+    rf, rc = arrival_rate(fr.arrival_us), arrival_rate(cr.arrival_us)
+    if not (math.isfinite(rf) and math.isfinite(rc)) or rf <= rc:
+        return None
+    gf = np.diff(np.sort(np.asarray(fr.arrival_us, dtype=np.float64)))
+    gc = np.diff(np.sort(np.asarray(cr.arrival_us, dtype=np.float64)))
+    _, p = mann_whitney_u(gf, gc)
+    cf = requeue(stretched(fq, rf / rc), f_stage)
+    return Candidate("ingress", "direct", ARRIVALS, base_lat, cf, p < alpha, need)
+
+
+def direct_doc(d: Direct, share: float) -> dict[str, float | str]:
+    return {
+        "kind": d.kind,
+        "stage": d.stage,
+        "failing_p95_us": d.failing_p95_us,
+        "comparator_p95_us": d.comparator_p95_us,
+        "failing_tail_mean_us": d.failing_tail_mean_us,
+        "comparator_tail_mean_us": d.comparator_tail_mean_us,
+        "tail_share": d.tail_share,
+        "counterfactual_share": share,
+        "hl_us": d.hl_us,
+        "p_value": d.p_value,
+        "tail_excess": d.tail_excess,
+        "tail_excess_lo": d.tail_excess_lo,
+    }

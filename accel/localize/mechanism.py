@@ -6,6 +6,7 @@ import numpy as np
 
 from accel.localize.batching import policy
 from accel.localize.gaps import at_q
+from accel.localize.graph_break import graph_break
 from accel.localize.requeue import QueueState, observed_queue
 from accel.ops import F64, RunArrays
 from accel.replay import stage_times
@@ -45,6 +46,8 @@ def mechanism_of(
         scores["ingress.hold_ratio"] = hold
         return "batch_policy" if cap > 1.0 or grow > 1.25 or hold > 2.0 else "queueing"
     if origin == "lowering":
+        if graph_break(failing, comparator, scores):
+            return "graph_break"
         rc_f = float(np.mean(f.recompile)) if f.size else 0.0
         rc_c = float(np.mean(c.recompile)) if c.size else 0.0
         fb_f = float(np.mean(f.fallback)) if f.size else 0.0

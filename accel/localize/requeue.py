@@ -15,7 +15,9 @@ re-run gives back the observed latencies: `reproduction` states by how much it d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+import math
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -68,6 +70,7 @@ class QueueState:
     job: I64  # per request: its job, numbered in service order
     offset: F64  # per request: end - its job's start (own service + wait for mates inside)
     anchor: F64  # per job: when it was ready to form (latest relevant arrival)
+    slots: int  # jobs the server runs at once (1: one after another)
     job_hold: F64  # per job: start - max(anchor, previous job's end); < 0: pipelined start
     hold: F64  # per request: its job's hold
     formation_us: F64  # per request: wait for batch-mates to arrive and the batcher's hold
@@ -88,14 +91,14 @@ def observed_queue(req: RequestArrays) -> QueueState:
     end = arrival + latency
     begin = end - service
     order = np.lexsort((end, begin))
-    # A new job where a request's service overlaps what ran before it by at most a tenth of its
-    # own length: a pipelined start (the next batch begins while the last one's results are
-    # copied out) is a job of its own, starting before the last one ends (a negative hold);
-    # more overlap is concurrent service (one job: a batch, or continuous batching).
-    run_end = np.maximum.accumulate(end[order]) if n else end
+    # Requests whose service begins at the same instant (up to rounding) are one job: a batch
+    # served side by side. Others are jobs of their own, which may overlap
+    # earlier ones: a pipelined start (a batch begins while the last one's results are copied
+    # out), or slots served at once (continuous batching; see `slots`).
     new = np.ones(n, dtype=bool)
     if n:
-        new[1:] = begin[order][1:] >= run_end[:-1] - 0.1 * service[order][1:]
+        b = begin[order]
+        new[1:] = b[1:] - b[:-1] > 1e-9 * np.abs(b[1:]) + 1e-6
     job_sorted = np.cumsum(new) - 1
     job = np.empty(n, dtype=np.int64)
     job[order] = job_sorted
@@ -118,8 +121,9 @@ def observed_queue(req: RequestArrays) -> QueueState:
     anchor = np.full(nj, -np.inf)
     np.maximum.at(anchor, job, np.where(arrival <= jstart[job] + tol, cand, -np.inf))
     anchor = np.where(np.isfinite(anchor), np.minimum(anchor, jstart), jstart)
-    prev_end = np.full(nj, -np.inf)
-    prev_end[1:] = np.maximum.accumulate(jend)[:-1] if nj else prev_end[1:]
+    slots = _slots(jstart, jend)
+    free_at = _free_times(jstart, jend, slots)
+    prev_end = free_at
     job_hold = jstart - np.maximum(anchor, prev_end)
     offset = end - jstart[job]
     # The wait split: before its batch's first job starts, queue while the server is busy with
@@ -139,12 +143,57 @@ def observed_queue(req: RequestArrays) -> QueueState:
         job=job,
         offset=offset,
         anchor=anchor,
+        slots=slots,
         job_hold=job_hold,
         hold=np.asarray(job_hold[job], dtype=np.float64),
         formation_us=np.asarray(formation, dtype=np.float64),
         queue_us=np.asarray(queue, dtype=np.float64),
         mates_us=mates,
     )
+
+
+def _slots(jstart: F64, jend: F64) -> int:
+    """Jobs in flight at once, read a tenth of a job's length after its start (a pipelined
+    predecessor finishing just then does not count)."""
+    if jstart.size < 2:
+        return 1
+    t = jstart + 0.1 * (jend - jstart)
+    started = np.searchsorted(np.sort(jstart), t, side="right")
+    ended = np.searchsorted(np.sort(jend), t, side="right")
+    return int(max(1, (started - ended).max()))
+
+
+def _free_times(jstart: F64, jend: F64, slots: int) -> F64:
+    """Per job (in start order): when a slot became free for it, on the observed schedule."""
+    if slots == 1:
+        out = np.full(jstart.size, -np.inf)
+        out[1:] = np.maximum.accumulate(jend)[:-1] if jstart.size else out[1:]
+        return out
+    return _run_slots(
+        np.full(jstart.size, -np.inf),
+        np.zeros(jstart.size),
+        jend - jstart,
+        slots,
+        observed_end=jend,
+    )[1]
+
+
+def _run_slots(
+    anchor: F64, hold: F64, length: F64, slots: int, observed_end: F64 | None = None
+) -> tuple[F64, F64]:
+    """(end, free) per job of a server with `slots` slots taking jobs in order: each starts at
+    max(anchor, earliest free slot) + hold; with observed_end, slots free at the observed ends
+    (to read the free times of the observed schedule)."""
+    heap = [-math.inf] * slots
+    end = np.empty(length.size)
+    free = np.empty(length.size)
+    for k in range(length.size):
+        f = heapq.heappop(heap)
+        free[k] = f
+        e = max(anchor[k], f) + hold[k] + length[k]
+        end[k] = e
+        heapq.heappush(heap, float(observed_end[k]) if observed_end is not None else e)
+    return end, free
 
 
 def requeue(qu: QueueState, stage_us: F64) -> F64:
@@ -161,6 +210,11 @@ def requeue(qu: QueueState, stage_us: F64) -> F64:
         return np.zeros(0, dtype=np.float64)
     length = np.zeros(nj)
     np.maximum.at(length, qu.job, offset)
+    if qu.slots > 1:
+        # Several jobs at once (continuous batching): one step per job, a heap of slots.
+        jend = _run_slots(qu.anchor, qu.job_hold, length, qu.slots)[0]
+        jstart = jend - length
+        return np.asarray(jstart[qu.job] + offset - qu.arrival, dtype=np.float64)
     g = qu.job_hold + length
     big_g = np.cumsum(g)
     prev_g = np.concatenate(([0.0], big_g[:-1]))
@@ -200,3 +254,25 @@ def reproduction(
         err[name] = abs(float(r[k]) - float(o[k])) / float(o[k]) if o[k] > 0 else float("nan")
     good = all(np.isfinite(v) and v <= tolerance for v in err.values())
     return Reproduction(obs_d, re_d, err, tolerance, bool(good))
+
+
+def stretched(qu: QueueState, factor: float) -> QueueState:
+    """The same queue with its arrivals (and job anchors) spread `factor` times further apart
+    in time around the first arrival: the load the run would see at 1/factor its arrival rate,
+    holds and service unchanged."""
+    if qu.arrival.size == 0:
+        return qu
+    t0 = float(qu.arrival.min())
+    return replace(
+        qu,
+        arrival=t0 + (qu.arrival - t0) * factor,
+        anchor=t0 + (qu.anchor - t0) * factor,
+    )
+
+
+def arrival_rate(arrival: F64) -> float:
+    """Requests per us over the span of the arrivals."""
+    a = np.asarray(arrival, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    span = float(a.max() - a.min()) if a.size > 1 else 0.0
+    return (a.size - 1) / span if span > 0 else float("nan")

@@ -9,6 +9,8 @@ from typing import Final
 import numpy as np
 
 from accel.cost import OpCost
+from accel.localize.decisions import KernelTable, kernel_table
+from accel.localize.direct import KindTimes, run_kinds
 from accel.localize.gaps import gap_share
 from accel.localize.requeue import QueueState, requeue
 from accel.ops import F64, I64, RunArrays
@@ -39,13 +41,19 @@ class Replayed:
     profile: str
     residual_us: F64  # (n_req, 5) observed - predicted, ingress from the conditional replay
     summary: dict[str, dict[str, float]]
+    kinds: KindTimes  # per request: unmodelled time per kind, and core imbalance
+    kernels: KernelTable  # per (request, kernel): observed and predicted execution time
 
 
 def replayed(run: RunArrays, hw: HardwareProfile, cost: OpCost | None = None) -> Replayed:
     """Replay `run` on `hw` and keep what localize reads; cost: op_times(run.ops, hw) when the
     caller has it already."""
     rep = replay(run, hw, cost=cost)
-    return Replayed(run.run_id, hw.name, _residuals(run, rep, hw), replay_summary(rep))
+    res, summary = _residuals(run, rep, hw), replay_summary(rep)
+    kernels = kernel_table(run.ops, rep.ops, hw)
+    del rep
+    n = run.requests.size
+    return Replayed(run.run_id, hw.name, res, summary, run_kinds(run.ops, n), kernels)
 
 
 def replay_summary(rep: Replay) -> dict[str, dict[str, float]]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from accel.localize.gaps import QNAMES, QS, at_q
 from accel.ops import F64
-from accel.stats import block_bootstrap_quantile_diff, block_length
+from accel.stats import block_bootstrap_quantile_diffs, block_length
 
 REGRESSION: Final[str] = "regression"
 NO_REGRESSION: Final[str] = "no regression"
@@ -73,10 +73,10 @@ def tail_gaps(lf: F64, lc: F64, n_boot: int, seed: int, alpha: float = 0.05) -> 
     gaps: dict[str, float] = {}
     cis: dict[str, tuple[float, float]] = {}
     rel: dict[str, float] = {}
-    for i, (q, name) in enumerate(zip(QS, QNAMES, strict=True)):
-        d, lo, hi = block_bootstrap_quantile_diff(
-            lf, lc, q, n_boot=n_boot, seed=seed + i, alpha=alpha, lengths=lengths
-        )
+    found = block_bootstrap_quantile_diffs(
+        lf, lc, QS, n_boot=n_boot, seed=seed, alpha=alpha, lengths=lengths
+    )
+    for q, name, (d, lo, hi) in zip(QS, QNAMES, found, strict=True):
         gaps[name], cis[name] = d, (lo, hi)
         base = at_q(lc, q)
         rel[name] = d / base if base > 0 else math.nan
@@ -143,8 +143,14 @@ def decide(
     if policy.check_comparator and lc.size >= 2 * policy.min_requests:
         h = lc.size // 2
         first, second = lc[:h], lc[h:]
-        aa = tail_gaps(second, first, n_boot, seed + 17, policy.alpha)
-        back = tail_gaps(first, second, n_boot, seed + 29, policy.alpha)
+        # Half the resamples: a check, not a figure anyone reads to the last digit.
+        aa = tail_gaps(second, first, max(n_boot // 2, 50), seed + 17, policy.alpha)
+        back = TailGaps(
+            {q: -v for q, v in aa.gap.items()},
+            {q: (-hi, -lo) for q, (lo, hi) in aa.ci.items()},
+            {q: math.nan for q in aa.gap},
+            aa.block,
+        )
         a_lim, _ = thresholds(first, policy)
         b_lim, _ = thresholds(second, policy)
         for q in QNAMES:

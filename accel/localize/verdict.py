@@ -23,7 +23,15 @@ from typing import Final
 import numpy as np
 
 from accel.localize.confidence import Candidate, decide, origin_agreement
-from accel.localize.direct import IMBALANCE, Direct, compare, kind_names, kind_times
+from accel.localize.decisions import novel_kernels, novel_mechanism
+from accel.localize.direct import (
+    IMBALANCE,
+    Direct,
+    compare,
+    direct_doc,
+    direct_mechanism,
+    load_candidate,
+)
 from accel.localize.gaps import QNAMES, at_q, gap_share, mean_share
 from accel.localize.hardware import hardware_gap
 from accel.localize.matching import SwapInputs, swap_inputs
@@ -57,6 +65,8 @@ RESIDUAL_ALPHA: Final[float] = 0.01 / len(STAGES)  # Bonferroni over the five st
 FALLBACK_CAP: Final[float] = 0.5  # confidence ceiling when the re-run missed the tail
 N_BOOT: Final[int] = 400
 INGRESS = STAGE_CODE["ingress"]
+EXEC = STAGE_CODE["execution"]
+NOVEL: Final[str] = "lowering:novel_kernels"
 
 
 def _order(run: RunArrays) -> F64:
@@ -192,34 +202,6 @@ def localize(
     )
 
 
-def _direct_mechanism(kind: str, stage: str) -> str:
-    """The mechanism direct evidence of `kind` points at."""
-    if kind == IMBALANCE:
-        return "core_imbalance"
-    return {
-        "ingress": "queueing",
-        "lowering": "recompile",
-        "scheduling": "core_imbalance",
-        "execution": "barrier_stall",
-        "assembly": "assembly",
-    }[stage]
-
-
-def _direct_doc(d: Direct, share: float) -> dict[str, float | str]:
-    return {
-        "kind": d.kind,
-        "stage": d.stage,
-        "failing_p95_us": d.failing_p95_us,
-        "comparator_p95_us": d.comparator_p95_us,
-        "failing_tail_mean_us": d.failing_tail_mean_us,
-        "comparator_tail_mean_us": d.comparator_tail_mean_us,
-        "tail_share": d.tail_share,
-        "counterfactual_share": share,
-        "hl_us": d.hl_us,
-        "p_value": d.p_value,
-    }
-
-
 def _localize_triggered(
     failing: RunArrays,
     comparator: RunArrays,
@@ -311,8 +293,9 @@ def _localize_triggered(
     )
     cands: list[Candidate] = []
     parts: dict[str, float] = {}
+    swap = prepared
     if method == "full" and reproduced:
-        swap = prepared or swap_inputs(failing, comparator)
+        swap = swap or swap_inputs(failing, comparator)
         swapped, parts, matched = plan_swaps(
             failing, comparator, f_stage, (fq, cq), base_lat, gaps, swap
         )
@@ -326,14 +309,19 @@ def _localize_triggered(
         for s, r in residual_shift.items():
             ok = r["p_value"] < RESIDUAL_ALPHA and r["hl_us"] > 0
             cands.append(Candidate(s, "residual", s, base_lat, res_cf[s], ok, RESIDUAL_SHARE))
-    code_f, code_c, vocab = kind_names(failing.ops, comparator.ops)
-    directs = compare(
-        kind_times(failing.ops, code_f, vocab, fr.size),
-        kind_times(comparator.ops, code_c, vocab, cr.size),
-        lf,
-        lc,
-        gaps["p95"],
-    )
+    directs = compare(rep_f.kinds, rep_c.kinds, lf, lc, gaps["p95"])
+    novel = novel_kernels(rep_f.kernels, rep_c.kernels, fr.size)
+    novel_at = -1
+    if novel is not None:
+        cf = f_stage.copy()
+        cf[:, EXEC] = np.maximum(cf[:, EXEC] - novel.saved_us, 0.0)
+        b, cf_lat = (base_lat, requeue(fq, cf)) if reproduced else (lf, lf - novel.saved_us)
+        novel_at = len(cands)
+        ok = bool(novel.saved_us.any())
+        cands.append(Candidate("lowering", "direct", NOVEL, b, cf_lat, ok, DIRECT_SHARE))
+    load = load_candidate(fr, cr, fq, f_stage, base_lat, reproduced, RESIDUAL_ALPHA, DIRECT_SHARE)
+    if load is not None:
+        cands.append(load)
     direct_at: dict[int, Direct] = {}
     for d in directs:
         col = STAGE_CODE["execution"] if d.kind == IMBALANCE else STAGE_CODE[d.stage]
@@ -343,8 +331,7 @@ def _localize_triggered(
             b, cf_lat = base_lat, requeue(fq, cf)
         else:
             b, cf_lat = lf, lf - d.saved_us
-        grew = d.hl_us > 0 or d.failing_p95_us > d.comparator_p95_us
-        ok = d.p_value < RESIDUAL_ALPHA and grew
+        ok = d.grew(RESIDUAL_ALPHA)
         direct_at[len(cands)] = d
         cands.append(Candidate(d.stage, "direct", d.kind, b, cf_lat, ok, DIRECT_SHARE))
 
@@ -357,17 +344,33 @@ def _localize_triggered(
         if pick:
             best = max(pick, key=lambda c: mean_share(gap_share(c.base, c.cf, gaps)))
             explained[st] = gap_share(best.base, best.cf, gaps)
-    direct_doc = sorted(
+    direct_rows = sorted(
         (
-            _direct_doc(d, mean_share(gap_share(cands[j].base, cands[j].cf, gaps)))
+            direct_doc(d, mean_share(gap_share(cands[j].base, cands[j].cf, gaps)))
             for j, d in direct_at.items()
         ),
         key=lambda x: -float(x["tail_share"]),
     )[:8]
 
     scores.update({f"lowering.{k}": v for k, v in parts.items()})
-    if decided_by == "direct":
-        mech = _direct_mechanism(cands[decision.candidate].label, origin)
+    if decided_by == "direct" and decision.candidate == novel_at and novel is not None:
+        mech = novel_mechanism(novel)
+        mechanism_of(origin, failing, comparator, parts, scores)  # scores only
+        claims.append(
+            Claim(
+                f"the failing run ran kernels the comparator never did: "
+                f"{', '.join(novel.kernels[:4])}; at the comparator's efficiency they would "
+                f"take {float(novel.saved_us.sum()) / max(float(novel.observed_us.sum()), 1e-9):.0%}"
+                " less",
+                {
+                    "novel_us": float(novel.observed_us.sum()),
+                    "saved_us": float(novel.saved_us.sum()),
+                },
+                "lowering decisions (decisions.py)",
+            )
+        )
+    elif decided_by == "direct":
+        mech = direct_mechanism(cands[decision.candidate].label, origin)
         mechanism_of(origin, failing, comparator, parts, scores)  # scores only
     else:
         mech = mechanism_of(origin, failing, comparator, parts, scores)
@@ -411,7 +414,7 @@ def _localize_triggered(
             "share of bootstrap resamples of both runs' requests naming the same origin"
             + ("" if reproduced else f", capped at {FALLBACK_CAP} (re-run missed the tail)")
         ),
-        direct=direct_doc,
+        direct=direct_rows,
         rerun=rerun,
         manifest_gap_us=manifest_gap,
         **common,

@@ -1,4 +1,4 @@
-"""`workbench export --incident ID --format md|json -o FILE`: the closure summary."""
+"""`workbench export --incident ID [--format md|json] [-o FILE]`: the closure summary."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ def add_parser(subparsers: Any) -> None:
         "-o",
         "--output",
         type=Path,
-        required=True,
+        default=None,
         metavar="FILE",
-        help="a new regular file outside the store; '-' = stdout",
+        help="a new regular file outside the store ('-' = stdout); default "
+        "$WORKBENCH_HOME/exports/ID.md|json, replaced on re-export; missing folders are made",
     )
     p.add_argument("--force", action="store_true", help="replace FILE if it is a regular file")
     add_common(p)
@@ -28,17 +29,33 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from workbench.errors import WorkbenchError
     from workbench.terminal_text import for_terminal
-    from workbench.triage.export import export_text, write_export
+    from workbench.triage.export import (
+        default_export_path,
+        export_text,
+        make_folders,
+        remove_folders,
+        write_export,
+    )
     from workbench.triage.output_file import check_output_path
 
     store = store_of(args)
-    if str(args.output) != "-":  # refuse a bad target before the work of building the text
-        check_output_path(args.output, store, args.force)
-    text = export_text(store, args.incident, args.format)
     if str(args.output) == "-":
-        sys.stdout.write(text)
-    else:
-        write_export(args.output, text, store, replace=args.force)
-        print(f"wrote {for_terminal(args.output)} ({len(text.encode())} bytes)")
+        sys.stdout.write(export_text(store, args.incident, args.format))
+        return 0
+    # The default file is the workbench's own: a re-export replaces it.
+    out = args.output or default_export_path(args.incident, args.format)
+    replace = args.force or args.output is None
+    made = make_folders(out)
+    try:
+        check_output_path(out, store, replace)  # refuse a bad target before building the text
+        text = export_text(store, args.incident, args.format)
+        write_export(out, text, store, replace=replace)
+    except WorkbenchError:
+        remove_folders(made)  # a refusal leaves no trace, not even an empty folder
+        raise
+    if made:
+        print(f"created folder {for_terminal(made[-1])}")
+    print(f"wrote {for_terminal(out)} ({len(text.encode())} bytes)")
     return 0

@@ -42,6 +42,12 @@ def add_parser(subparsers: Any) -> None:
     new.add_argument("--suspect", default=None, help="the locked tag allowed to differ")
     add_common(new)
 
+    edit = sub.add_parser("edit", help="change the title and / or the severity")
+    edit.add_argument("incident_id")
+    edit.add_argument("--title", default=None)
+    edit.add_argument("--severity", default=None, help="sev1..sev4")
+    add_common(edit)
+
     show = sub.add_parser("show", help="print one incident and what it still lacks")
     show.add_argument("incident_id")
     show.add_argument("--json", action="store_true", help="the raw record")
@@ -113,6 +119,7 @@ def describe(inc: Incident) -> str:
     from workbench.terminal_text import for_terminal
     from workbench.triage.lifecycle import missing_for, next_status
     from workbench.triage.owners import overdue_actions
+    from workbench.triage.verdict import incident_verdict
 
     lines = [
         f"{inc.id}  [{inc.severity}]  {inc.title}",
@@ -136,16 +143,16 @@ def describe(inc: Incident) -> str:
     for a in inc.actions:
         flag = "  OVERDUE" if a.id in late else ""
         lines.append(f"  action #{a.id} [{a.status}] {a.owner} due {a.due}: {a.text}{flag}")
-    if inc.validation:
+    verdict = incident_verdict(inc)
+    if inc.validation and verdict:
         v = inc.validation
-        lines.append(
-            f"  validation of {v.candidate} vs {v.baseline_role} {v.baseline}: {v.verdict} "
-            f"(score {v.score:.2f})"
-        )
-        for cell in v.cells:
+        lines.append(f"  validation of {v.candidate} vs {v.baseline_role} {v.baseline}:")
+        lines.append(f"    verdict {verdict.headline}")
+        lines += [f"    - {r}" for r in verdict.reasons[1:]]
+        for cell, cv in zip(v.cells, verdict.cells, strict=True):
             lines.append(
-                f"    {cell.classification:<7} {'ok ' if cell.passed else 'BAD'} {cell.label}: "
-                f"{cell.reason} (n {cell.n_baseline}/{cell.n_candidate})"
+                f"    {cv.outcome.upper():<15} {cell.label}: {cv.why} "
+                f"(n {cell.n_baseline}/{cell.n_candidate})"
             )
     if inc.replay_check:
         rc = inc.replay_check
@@ -174,13 +181,9 @@ def describe(inc: Incident) -> str:
 def run(args: argparse.Namespace) -> int:
     import msgspec
 
-    from workbench.errors import WorkbenchError
     from workbench.terminal_text import for_terminal
-    from workbench.triage import workflow
-    from workbench.triage.guardrails import check_criterion
-    from workbench.triage.incident import RollbackCriterion, load_incident, scan_incidents
+    from workbench.triage.incident import load_incident, scan_incidents
     from workbench.triage.incident_record import encode_record
-    from workbench.triage.numbers import parse_finite
 
     store, actor = store_of(args), actor_of(args)
     cmd = args.incident_command
@@ -219,7 +222,17 @@ def run(args: argparse.Namespace) -> int:
             return 0
         for change in changes:
             print(for_terminal(f"{inc.id}: {change}"))
-    elif cmd == "new":
+        print(describe(inc))
+        return 0
+    # The commands above only read; the ones below change the record through the workflow,
+    # whose imports (duckdb, numpy) cost a second that `show` and `list` need not pay.
+    from workbench.errors import WorkbenchError
+    from workbench.triage import workflow
+    from workbench.triage.guardrails import MAX_WINDOW_REQUESTS, check_criterion
+    from workbench.triage.incident import RollbackCriterion
+    from workbench.triage.numbers import parse_finite, whole
+
+    if cmd == "new":
         inc = workflow.declare(
             store,
             args.title,
@@ -231,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
             fixed_metadata=args.fixed_metadata,
             suspect=args.suspect,
         )
+    elif cmd == "edit":
+        inc = workflow.edit_header(store, args.incident_id, actor, args.title, args.severity)
     elif cmd == "pair":
         inc = workflow.pair(
             store,
@@ -261,13 +276,14 @@ def run(args: argparse.Namespace) -> int:
         criteria = [] if args.clear else list(current.rollback_criteria)
         if args.add:
             metric, op, threshold, unit = args.add
+            whole(args.window, "--window", 1, MAX_WINDOW_REQUESTS)
             criteria.append(
                 check_criterion(
                     RollbackCriterion(
                         metric=metric,
                         label=metric,
                         op=op,
-                        threshold=parse_finite(threshold, "--add THRESHOLD"),
+                        threshold=parse_finite(threshold, "--add threshold"),
                         unit=unit,
                         window_requests=args.window,
                         source="manual",

@@ -9,17 +9,23 @@ from typing import Any, TextIO
 
 
 def add_parser(sub: Any) -> None:
+    from workbench.store.importers import describe_formats
+
     p = sub.add_parser(
         "ingest",
-        help="import Kineto / Chrome-trace JSON (gzip ok) or Parquet into a store",
+        help="import trace files (Kineto JSON, nsys SQLite, ...) or Parquet into a store",
         description="Import trace files into a store; each file becomes one run, all-or-nothing.",
+        epilog="trace formats found (recognised by content):\n"
+        + describe_formats()
+        + "\n  parquet        schema-v1 events Parquet, or another store (merged run by run)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "files",
         nargs="+",
         type=Path,
         metavar="FILE",
-        help="Chrome/Kineto JSON (gzip ok), a schema-v1 events Parquet, or another store",
+        help="a trace file of a format listed below, a schema-v1 events Parquet, or a store",
     )
     p.add_argument("--store", type=Path, required=True, metavar="DIR")
     p.add_argument("--run-id", default=None, metavar="ID", help="run id (one FILE only)")

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "validate": "validate_cmd",
     "export": "export_cmd",
     "fleet": "fleet_cmd",
+    "serve": "serve_cmd",
 }
 # A bucket store (s3://...) is worked on through its local mirror; these commands need fewer
 # of its tables than all, so the mirror fetches only those (see store/objstore.py).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,20 @@ def add_parser(subparsers: Any) -> None:
         "--lens",
         metavar="RUN,RUN,...",
         help="bandwidth lens: place these runs (tuning order, --failing first) in zones",
+    )
+    p.add_argument(
+        "--min-gap",
+        type=float,
+        metavar="SHARE",
+        help="practical threshold: a tail gap must exceed this share of the comparator's "
+        "quantile to be a regression (default 0.05)",
+    )
+    p.add_argument(
+        "--slo-share",
+        type=float,
+        metavar="SHARE",
+        help="with an SLO (requests' sla_us): the gap must also reach this share of it "
+        "(default 0.02)",
     )
     p.add_argument("--json", action="store_true", help="print the JSON document")
     p.set_defaults(command="triage")
@@ -130,9 +145,15 @@ def run(args: argparse.Namespace) -> int:
         return _candidates(args)
     if args.lens:
         return _lens(args)
+    from accel.localize import TriggerPolicy
     from workbench.triage.report_text import render
     from workbench.triage.triage import triage
 
+    policy = TriggerPolicy()
+    if args.min_gap is not None:
+        policy = replace(policy, min_rel_gap=args.min_gap)
+    if args.slo_share is not None:
+        policy = replace(policy, slo_share=args.slo_share)
     result = triage(
         args.store,
         args.failing,
@@ -141,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         suspect=args.suspect,
         fixed=args.fixed,
         release_heap=False,  # the command exits next: no time spent handing memory back
+        policy=policy,
     )
     doc = result.to_json()
     if args.incident:

@@ -13,7 +13,7 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "validate",
         help="judge a rollback / fix candidate on guardrails and production-like shapes "
-        "(exit 0: Pass on production-like shapes, 1: not, 2: error)",
+        "(exit 0: PASS, 1: FAIL, REFUSED or INCONCLUSIVE, 2: error)",
     )
     p.add_argument("--incident", required=True, metavar="ID")
     p.add_argument("--candidate", required=True, metavar="RUN")
@@ -34,8 +34,10 @@ def run(args: argparse.Namespace) -> int:
 
     rails = load_guardrails(args.guardrails) if args.guardrails else None
     inc = validate_incident(store_of(args), args.incident, args.candidate, actor_of(args), rails)
+    from workbench.triage.verdict import PASS, incident_verdict
+
     print(describe(inc))
-    ok = inc.validation is not None and inc.validation.verdict == "Pass"
-    ok = ok and inc.replay_check is not None and inc.replay_check.passed
+    verdict = incident_verdict(inc)
+    ok = verdict is not None and verdict.verdict == PASS
     # Exit 1 (not 2: nothing went wrong) lets a CI job gate on the verdict.
     return 0 if ok else 1

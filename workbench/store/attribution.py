@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from accel.stages import STAGES
+from workbench.store.engine_steps import UNIT as ENGINE_STEP
+from workbench.store.engine_steps import is_step
 from workbench.store.nesting import top_level
 from workbench.store.rules import PairCodes, Rules, pair_mask
 
@@ -23,7 +25,7 @@ B1 = npt.NDArray[np.bool_]
 class Requests:
     """Request windows sorted by start; `event` is the defining span (-1 for the whole run)."""
 
-    unit: str  # "annotation" | "step" | "pattern" | "run"
+    unit: str  # "annotation" | "engine_step" | "step" | "pattern" | "run"
     event: I64
     start: F64
     end: F64
@@ -43,12 +45,20 @@ def find_requests(
     spans: B1,
     pattern: re.Pattern[str] | None,
 ) -> Requests:
-    """Request windows by DESIGN §4: a pattern, else annotations, else steps, else the run."""
+    """Request windows by DESIGN §4: a pattern, else serving-engine steps, else annotations,
+    else profiler steps, else the run."""
     end = ts + dur
     if pattern is not None:
         hit = pair_mask(pairs, lambda _c, n: n is not None and pattern.search(n) is not None)
         idx = top_level(np.flatnonzero(hit & spans), thread, ts, end)
         return _windows("pattern", idx, ts, end, thread)
+    if rules.engine_steps:
+        eng = np.flatnonzero(
+            spans
+            & pair_mask(pairs, lambda c, n: c in rules.annotation_categories and is_step(rules, n))
+        )
+        if eng.size:
+            return _windows(ENGINE_STEP, top_level(eng, thread, ts, end), ts, end, thread)
     steps = np.flatnonzero(
         spans
         & pair_mask(

@@ -11,6 +11,7 @@ backend ran; a phase the log does not time is null.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 from collections.abc import Iterator, Mapping
@@ -22,6 +23,7 @@ import pyarrow as pa
 
 from workbench.errors import WorkbenchError
 from workbench.store.chrome_trace import read_bytes
+from workbench.store.compile_artifacts import Pending, restart_reasons
 from workbench.store.progress import ProgressFn
 from workbench.store.run_row import file_sha
 from workbench.store.schema import COMPILES_FILE
@@ -55,6 +57,13 @@ class _Row:
     guard_count: int | None
     graph_op_count: int | None
     cache_hit: bool | None
+    fx_graph_cache: str | None = None
+    aot_autograd_cache: str | None = None
+    restarts: int | None = None
+    restart_reasons: str | None = None
+    graph_breaks: int | None = None
+    graph_break_reasons: str | None = None
+    rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,7 @@ class CompileLog:
 
     table: pa.Table
     pytorch_versions: frozenset[str]
+    warnings: tuple[str, ...] = ()
 
 
 def read_compile_log(
@@ -89,12 +99,51 @@ def load_compile_log(
     """read_compile_log plus the `pytorch_version`s the log states (for the runs row)."""
     rows: list[_Row] = []
     versions: set[str] = set()
-    for file in _select_rank(path, log_files(path), rank):
-        rows.extend(_read_file(file, versions, progress, cancel))
+    files = log_files(path)
+    for file in _select_rank(path, files, rank):
+        rows.extend(_read_file(file, versions, progress, cancel, _file_rank(file)))
     # Log order is completion order; start order is what a timeline wants.
     rows.sort(key=lambda r: (r.start_us is None, r.start_us or 0.0))
     columns = {f.name: [getattr(r, f.name) for r in rows] for f in COMPILES_FILE}
-    return CompileLog(pa.Table.from_pydict(columns, schema=COMPILES_FILE), frozenset(versions))
+    warnings = _rank_differences(path, files, progress, cancel) if len(files) > 1 else []
+    return CompileLog(
+        pa.Table.from_pydict(columns, schema=COMPILES_FILE), frozenset(versions), tuple(warnings)
+    )
+
+
+def _file_rank(file: Path) -> int | None:
+    m = _RANK_IN_NAME.search(file.name)
+    return int(m.group(1)) if m else None
+
+
+def _rank_differences(
+    path: Path, files: list[Path], progress: ProgressFn | None, cancel: threading.Event | None
+) -> list[str]:
+    """A warning naming the ranks whose logs compiled other graphs than the lowest rank's.
+
+    A graph is its compile id with its op count, graph breaks and failure: ranks running the
+    same program compile the same graphs, so a difference points at divergent inputs or code.
+    """
+    by_rank: dict[int, list[tuple[object, ...]]] = {}
+    for file in files:
+        r = _file_rank(file)
+        if r is None:
+            continue
+        rows = _read_file(file, set(), progress, cancel, r)
+        by_rank[r] = sorted(
+            (x.compile_id, x.graph_op_count, x.graph_breaks, x.fail_reason is not None)
+            for x in rows
+        )
+    if len(by_rank) < 2:
+        return []
+    base = min(by_rank)
+    differ = [r for r in sorted(by_rank) if by_rank[r] != by_rank[base]]
+    if not differ:
+        return []
+    return [
+        f"{path}: ranks {', '.join(map(str, differ))} compiled other graphs than rank {base} "
+        "(compile ids, op counts, graph breaks or failures differ)"
+    ]
 
 
 def log_files(path: Path) -> list[Path]:
@@ -174,12 +223,17 @@ def _envelopes(data: bytes, subject: str) -> Iterator[tuple[int, dict[str, objec
 
 
 def _read_file(
-    file: Path, versions: set[str], progress: ProgressFn | None, cancel: threading.Event | None
+    file: Path,
+    versions: set[str],
+    progress: ProgressFn | None,
+    cancel: threading.Event | None,
+    rank: int | None = None,
 ) -> list[_Row]:
     subject = str(file)
     data = read_bytes(file, progress, cancel)
-    metrics: list[tuple[int, Mapping[str, object], str | None]] = []
+    metrics: list[tuple[int, Mapping[str, object], str | None, Pending]] = []
     reasons: dict[str, str] = {}
+    pending: dict[str, Pending] = {}
     for line_no, record, payload in _envelopes(data, subject):
         if "compilation_metrics" in record:
             m = record["compilation_metrics"]
@@ -193,13 +247,40 @@ def _read_file(
             version = m.get("pytorch_version")
             if isinstance(version, str) and version.strip():
                 versions.add(version.strip())
-            metrics.append((line_no, m, _envelope_compile_id(record)))
-        elif _artifact_name(record) == "recompile_reasons":
             cid = _envelope_compile_id(record)
-            first = _first_reason(payload)
-            if cid is not None and first is not None:
-                reasons[cid] = first
-    return [_row(m, cid, reasons, subject, line_no) for line_no, m, cid in metrics]
+            seen = pending.pop(_frame_id(record) or "", Pending())
+            metrics.append((line_no, m, cid, seen))
+        elif (name := _artifact_name(record)) is not None:
+            if name == "recompile_reasons":
+                cid = _envelope_compile_id(record)
+                first = _first_reason(payload)
+                if cid is not None and first is not None:
+                    reasons[cid] = first
+            key = _frame_id(record)
+            if key is not None:
+                pending.setdefault(key, Pending()).add_artifact(name, payload)
+    if rank is None:
+        rank = _record_rank(data)
+    return [
+        _row(m, cid, reasons, subject, line_no, seen, rank) for line_no, m, cid, seen in metrics
+    ]
+
+
+def _frame_id(record: Mapping[str, object]) -> str | None:
+    """ "frame/compile" without the attempt: artifacts of every attempt belong to the compile."""
+    frame, comp = record.get("frame_id"), record.get("frame_compile_id")
+    if not isinstance(frame, int) or not isinstance(comp, int):
+        return None
+    return f"{frame}/{comp}"
+
+
+_RANK_KEY = re.compile(rb'"rank": (\d+)')
+
+
+def _record_rank(data: bytes) -> int | None:
+    """The rank distributed runs stamp on every envelope ("rank": N), when present."""
+    m = _RANK_KEY.search(data[:65536])
+    return int(m.group(1)) if m else None
 
 
 def _artifact_name(record: Mapping[str, object]) -> str | None:
@@ -236,6 +317,8 @@ def _row(
     reasons: Mapping[str, str],
     subject: str,
     line_no: int,
+    seen: Pending | None = None,
+    rank: int | None = None,
 ) -> _Row:
     def num(key: str, scale: float = 1.0) -> float | None:
         v = m.get(key)
@@ -256,6 +339,8 @@ def _row(
                 return v
         return None
 
+    seen = seen or Pending()
+    restarts = restart_reasons(m.get("restart_reasons"))
     cid = m.get("compile_id")
     compile_id = cid if isinstance(cid, str) and cid else envelope_id
     if compile_id is None:
@@ -288,7 +373,14 @@ def _row(
         fail_reason=fail,
         guard_count=count("guard_count"),
         graph_op_count=count("graph_op_count"),
-        cache_hit=_cache_hit(m, subject, line_no),
+        cache_hit=_cache_hit(m, subject, line_no, seen.cache_hit()),
+        fx_graph_cache=seen.fx_graph_cache,
+        aot_autograd_cache=seen.aot_autograd_cache,
+        restarts=len(restarts),
+        restart_reasons=json.dumps(restarts) if restarts else None,
+        graph_breaks=len(seen.breaks),
+        graph_break_reasons=seen.breaks_json(),
+        rank=rank,
     )
 
 
@@ -299,8 +391,13 @@ def _minus(outer: float | None, inner: float | None) -> float | None:
     return max(outer - (inner or 0.0), 0.0)
 
 
-def _cache_hit(m: Mapping[str, object], subject: str, line_no: int) -> bool | None:
-    """True when every compile-cache lookup hit, False on any miss, None when none was made."""
+def _cache_hit(
+    m: Mapping[str, object], subject: str, line_no: int, from_artifacts: bool | None
+) -> bool | None:
+    """True when every compile-cache lookup hit, False on any miss, None when none was made.
+
+    The metrics' counters when they count anything; else the cache artifacts (older logs).
+    """
 
     def counter(key: str) -> int:
         v = m.get(key)
@@ -313,5 +410,5 @@ def _cache_hit(m: Mapping[str, object], subject: str, line_no: int) -> bool | No
     hits = sum(counter(hit) for hit, _ in _CACHE_COUNTERS)
     misses = sum(counter(miss) for _, miss in _CACHE_COUNTERS)
     if hits == 0 and misses == 0:
-        return None
+        return from_artifacts
     return misses == 0

@@ -16,6 +16,7 @@ files of the same host and rank (path order; Kineto names files by capture time)
 
 from __future__ import annotations
 
+import gc
 import glob
 import hashlib
 import resource
@@ -32,13 +33,13 @@ import pyarrow.parquet as pq
 
 from workbench.errors import WorkbenchError
 from workbench.store import layout, objstore, schema
-from workbench.store.chrome_trace import read_source
 from workbench.store.engine import Engine
-from workbench.store.ingest import compile_pattern, parse_tags
-from workbench.store.kineto import run_metadata
+from workbench.store.importers import importer_for
+from workbench.store.ingest import _compile_pattern as compile_pattern
+from workbench.store.ingest import parse_tags
 from workbench.store.rules import DEFAULT_RULES, load_rules
 from workbench.store.run_row import existing_matches, file_sha, fingerprint, run_row
-from workbench.store.trace_decode import decode_trace
+from workbench.store.trace_import import attribute
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".trace")
 _GLOB_CHARS = frozenset("*?[")
@@ -167,25 +168,31 @@ def expand_sources(items: list[str]) -> list[tuple[str, str | None]]:
 def decode_member(task: MemberTask) -> MemberResult:
     """Read, decode and attribute one file (runs on a worker)."""
     out = MemberResult(task.index, task.source)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # as ingest does: millions of short-lived objects, none cyclic
     try:
-        data, out.sha = read_source(Path(task.source))
+        path = Path(task.source)
+        opened = importer_for(path).open(path, None, None)
+        out.sha, out.n_bytes = opened.sha, opened.n_bytes
         rules = load_rules(Path(task.rules_path))
         pattern = compile_pattern(task.pattern)
-        dec = decode_trace([data], task.source, rules, pattern)
-        del data
-        meta = run_metadata(dec.header)
-        out.n_bytes = dec.n_bytes
+        dec = opened.decode()
+        att = attribute(dec.cols, dec.args, rules, pattern)
+        meta = dict(dec.meta)
         out.host = meta.pop("host", None) or task.host_hint
         rank = meta.pop("rank", None)
         out.rank = int(rank) if rank is not None else None
         out.meta = meta
-        out.events, out.requests = dec.att.events, dec.att.requests
+        out.events, out.requests = att.events, att.requests
         out.events_read = sum(dec.cols.read_by_phase.values())
-        out.request_unit = dec.att.request_unit
-        out.warnings = dec.warnings
+        out.request_unit = att.request_unit
+        out.warnings = [*dec.warnings, *dec.cols.warnings]
     except WorkbenchError as exc:
         out.error = (exc.subject, exc.problem)
         out.events = out.requests = None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     out.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 

@@ -13,16 +13,19 @@ import pyarrow.compute as pc
 
 from workbench.errors import WorkbenchError
 from workbench.store import schema
-from workbench.store.chrome_trace import read_source
 from workbench.store.compile_log import compile_log_sha, load_compile_log
-from workbench.store.kineto import run_metadata
+from workbench.store.engine_steps import UNIT as ENGINE_STEP
+from workbench.store.engine_steps import workload
+from workbench.store.importers import Decoded, Opened, importer_for
+from workbench.store.importers.devices import profile_line
+from workbench.store.importers.nsys_parquet import refuse_nsys_parquet
 from workbench.store.layout import ID_RE, RunExists, RunTables, check_run_id, commit_run
 from workbench.store.parquet_import import ingest_parquet
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
 from workbench.store.rules import DEFAULT_RULES, Rules, load_rules
 from workbench.store.run_row import existing_matches, fingerprint, run_row
-from workbench.store.trace_decode import decode_trace
+from workbench.store.trace_import import attribute
 
 PARQUET_MAGIC = b"PAR1"
 TORCH_COMPILE = "torch.compile"
@@ -60,7 +63,7 @@ def default_run_id(path: Path) -> str:
     return check_run_id(name) if ID_RE.fullmatch(name) else check_run_id("run")
 
 
-def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
+def _compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
     if pattern is None:
         return None
     try:
@@ -75,10 +78,10 @@ def _compiles(
     shift_us: float,
     progress: ProgressFn | None,
     cancel: threading.Event | None,
-) -> tuple[pa.Table, frozenset[str]]:
-    """The compiles table on the run's clock and the torch versions the log states."""
+) -> tuple[pa.Table, frozenset[str], tuple[str, ...]]:
+    """The compiles table on the run's clock, the torch versions the log states, warnings."""
     if compile_log is None:
-        return schema.COMPILES_FILE.empty_table(), frozenset()
+        return schema.COMPILES_FILE.empty_table(), frozenset(), ()
     log = load_compile_log(compile_log, rank=rank, progress=progress, cancel=cancel)
     table = log.table
     if "run_id" in table.column_names:
@@ -89,7 +92,7 @@ def _compiles(
         table = table.set_column(
             idx, "start_us", pc.subtract(table.column("start_us").cast(pa.float64()), shift_us)
         )
-    return table, log.pytorch_versions
+    return table, log.pytorch_versions, log.warnings
 
 
 def _compiler_from_log(
@@ -130,8 +133,8 @@ def ingest(
 ) -> ImportReport:
     """Import one source into the store; raises WorkbenchError and leaves the store unchanged.
 
-    A Chrome/Kineto JSON trace (gzip or not) becomes one run; a Parquet events table or a
-    store directory is merged run by run (see parquet_import).
+    A trace file of any registered format (importers: Kineto JSON, nsys SQLite, plugins)
+    becomes one run; a Parquet events table or a store directory is merged run by run.
     """
     started = time.perf_counter()
     subject = str(path)
@@ -139,13 +142,14 @@ def ingest(
     for key in tags:
         if not key:
             raise WorkbenchError(f"tag {key!r}", "empty tag key")
-    pattern = compile_pattern(request_pattern)
+    pattern = _compile_pattern(request_pattern)
     rules = load_rules(rules_path)
     if run_id is not None:
         check_run_id(run_id)
     if not path.exists():
         raise WorkbenchError(subject, "no such file or directory")
     if path.is_dir() or _is_parquet(path):
+        refuse_nsys_parquet(path)
         if compile_log is not None:
             raise WorkbenchError("--compile-log", "applies to trace files, not Parquet or stores")
         return ingest_parquet(
@@ -159,26 +163,25 @@ def ingest(
             progress=progress,
             cancel=cancel,
         )
+    importer = importer_for(path)
     rid = run_id or default_run_id(path)
     if compile_log is not None and not compile_log.exists():
         raise WorkbenchError(str(compile_log), "compile log does not exist")
     log_sha = compile_log_sha(compile_log) if compile_log is not None else None
     fp = fingerprint(label, tags, request_pattern, rules, log_sha)
 
-    data, sha = read_source(path, progress, cancel)
-    if existing_matches(store, rid, sha, fp, subject):
-        return ImportReport(subject, [rid], "unchanged", bytes_read=len(data))
+    opened = importer.open(path, progress, cancel)
+    if existing_matches(store, rid, opened.sha, fp, subject):
+        return ImportReport(subject, [rid], "unchanged", bytes_read=opened.n_bytes)
     # Millions of short-lived objects, none of them cyclic: the cycle collector would only
     # rescan them over and over.
     gc_was_enabled = gc.isenabled()
     gc.disable()
-    # Handed over in a list so that this frame does not keep the text alive while it is
-    # turned into columns.
-    box = [data]
-    del data
     try:
-        return _import_trace(
-            store, path, box, sha, rid, fp, label, tags, compile_log, rules, pattern,
+        check_cancel(cancel, subject)
+        decoded = opened.decode()
+        return _import_decoded(
+            store, path, decoded, opened, rid, fp, label, tags, compile_log, rules, pattern,
             progress, cancel, started,
         )  # fmt: skip
     finally:
@@ -186,11 +189,11 @@ def ingest(
             gc.enable()
 
 
-def _import_trace(
+def _import_decoded(
     store: Path,
     path: Path,
-    box: list[bytearray],
-    sha: str,
+    decoded: Decoded,
+    opened: Opened,
     rid: str,
     fp: str,
     label: str | None,
@@ -202,28 +205,33 @@ def _import_trace(
     cancel: threading.Event | None,
     started: float,
 ) -> ImportReport:
-    """Decode, attribute and commit one JSON trace (the body of ingest)."""
+    """Attribute and commit one decoded file, whatever its format (the body of ingest)."""
     subject = str(path)
-    dec = decode_trace(box, subject, rules, pattern, progress, cancel)
-    header, cols, att, n_bytes = dec.header, dec.cols, dec.att, dec.n_bytes
-    warnings = dec.warnings
-    meta = run_metadata(header)
+    cols, args = decoded.cols, decoded.args
+    warnings = list(decoded.warnings)
+    n_bytes = opened.n_bytes
+    check_cancel(cancel, subject)
+    att = attribute(cols, args, rules, pattern)
+    if progress is not None:
+        progress(IngestProgress(subject, "attribute", n_bytes, n_bytes, cols.n))
+    meta = dict(decoded.meta)
+    if att.request_unit == ENGINE_STEP:
+        meta.setdefault("workload", workload(att.requests.column("shape_key").to_pylist()))
     if att.compilations and "compiler" not in meta:
         meta["compiler"] = TORCH_COMPILE
-    base_ns = header.baseTimeNanoseconds if header is not None else None
     t0 = float(cols.ts.min())
-    shift = t0 + (base_ns / 1000.0 if base_ns else 0.0)
-    compiles, versions = _compiles(compile_log, meta.get("rank"), shift, progress, cancel)
-    _compiler_from_log(meta, tags, versions, warnings)
-    is_kineto = header is not None and (
-        header.deviceProperties is not None or header.distributedInfo is not None
+    shift = t0 + decoded.base_us
+    compiles, versions, log_warnings = _compiles(
+        compile_log, meta.get("rank"), shift, progress, cancel
     )
+    warnings += log_warnings
+    _compiler_from_log(meta, tags, versions, warnings)
     run = run_row(
         rid,
         label=label,
-        source_format="kineto-json" if is_kineto else "chrome-json",
+        source_format=decoded.source_format,
         source_file=str(path.resolve()),
-        sha=sha,
+        sha=opened.sha,
         meta=meta,
         tags=tags,
         fp=fp,
@@ -235,16 +243,17 @@ def _import_trace(
         commit_run(store, RunTables(run, att.events, att.requests, compiles), source=subject)
     except RunExists:
         # An identical import committed meanwhile (two at once): this one changes nothing.
-        if existing_matches(store, rid, sha, fp, subject):
+        if existing_matches(store, rid, opened.sha, fp, subject):
             return ImportReport(subject, [rid], "unchanged", bytes_read=n_bytes)
         raise
+    warnings += cols.warnings
     if att.request_unit == "run":
         warnings.append("no request annotations or profiler steps: the whole run is one request")
     return ImportReport(
         path=subject,
         run_ids=[rid],
         status="imported",
-        source_format=str(run.column("source_format")[0].as_py()),
+        source_format=decoded.source_format,
         events_read=sum(cols.read_by_phase.values()),
         events_kept=cols.n,
         read_by_phase=cols.read_by_phase,
@@ -256,6 +265,10 @@ def _import_trace(
         request_unit=att.request_unit,
         compilations=att.compilations,
         compiles_logged=compiles.num_rows,
+        device=profile_line(run.column("hardware")[0].as_py()),
+        graph_launches=att.graph.launches,
+        graph_kernels=att.graph.kernels,
+        graph_unlinked=att.graph.unlinked,
         warnings=warnings,
         bytes_read=n_bytes,
         seconds=time.perf_counter() - started,

@@ -30,6 +30,8 @@ _RAW_EMPTY = msgspec.Raw(b"")
 class DeviceProperties(msgspec.Struct):
     id: int | None = None
     name: str | None = None
+    numSms: int | None = None  # SMs (NVIDIA) or CUs (AMD)
+    totalGlobalMem: int | None = None  # bytes
 
 
 class DistributedInfo(msgspec.Struct):

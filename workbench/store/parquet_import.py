@@ -18,6 +18,8 @@ from workbench.errors import WorkbenchError
 from workbench.store import schema
 from workbench.store.attribution import Requests, assign, exclusive_times, find_requests
 from workbench.store.chrome_trace import thread_key
+from workbench.store.engine_steps import UNIT as ENGINE_STEP
+from workbench.store.engine_steps import step_facts
 from workbench.store.integrity import verify_run
 from workbench.store.kineto import DEVICE_CATEGORIES, category_mask
 from workbench.store.layout import (
@@ -282,7 +284,10 @@ def _attribute_events(
         names = ["run"] if req.unit == "run" else name.take(pa.array(req.event)).to_pylist()
     excl = exclusive_times(req, request_of, ts, end, stage, prio)
     ids = names if given_req.null_count < len(given_req) else None
-    requests = request_rows(req, excl, names, ids, 0.0, request_of, ts, events.column("shape"))
+    steps = step_facts(rules, names) if req.unit == ENGINE_STEP else None
+    requests = request_rows(
+        req, excl, names, ids, 0.0, request_of, ts, events.column("shape"), steps=steps
+    )
     rid_arr = requests.column("request_id").combine_chunks()
     events = events.set_column(
         events.schema.get_field_index("request_id"),

@@ -25,6 +25,10 @@ class ImportReport:
     request_unit: str = ""
     compilations: int = 0
     compiles_logged: int = 0
+    device: str | None = None  # the hardware and the profile picked for it
+    graph_launches: int = 0  # CUDA/HIP graph replays launched
+    graph_kernels: int = 0  # kernels the trace links to those launches
+    graph_unlinked: int = 0  # launches with no linked kernel: counted as replays only
     warnings: list[str] = field(default_factory=list)
     bytes_read: int = 0
     seconds: float = 0.0
@@ -52,6 +56,8 @@ class ImportReport:
                 + _counts(self.skipped_by_phase)
                 + " (M = names, s/t/f = flows: used, not stored)"
             )
+        if self.device:
+            out.append(f"  device: {self.device}")
         out.append(
             f"  requests: {self.requests} (unit: {self.request_unit}); "
             f"background events: {self.background_events}"
@@ -60,6 +66,11 @@ class ImportReport:
             out.append(
                 f"  compilations in trace: {self.compilations}; "
                 f"compile log rows: {self.compiles_logged}"
+            )
+        if self.graph_launches:
+            out.append(
+                f"  graph launches: {self.graph_launches}, {self.graph_kernels} kernels linked "
+                f"to them; {self.graph_unlinked} replays without linked kernels"
             )
         if self.unattributed_by_category:
             parts = [

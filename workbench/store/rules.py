@@ -32,6 +32,14 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class EngineStep:
+    """A serving-engine step annotation: name regex (groups bs, toks*, phase), fixed phase."""
+
+    name: re.Pattern[str]
+    phase: str | None
+
+
+@dataclass(frozen=True)
 class Rules:
     """A parsed rules file; `sha256` identifies it in the import fingerprint."""
 
@@ -46,6 +54,8 @@ class Rules:
     fallback_categories: frozenset[str]
     fallback_op: re.Pattern[str]
     sha256: str
+    engine_steps: tuple[EngineStep, ...] = ()
+    graph_launch: re.Pattern[str] = re.compile("(?!)")
 
 
 def _regex(path: Path, where: str, text: Any) -> re.Pattern[str]:
@@ -107,7 +117,22 @@ def load_rules(path: Path = DEFAULT_RULES) -> Rules:
         ),
         fallback_op=_regex(path, "compile.fallback_op", comp.get("fallback_op", "(?!)")),
         sha256=hashlib.sha256(raw).hexdigest(),
+        engine_steps=tuple(_engine_steps(path, req.get("engine_step", []))),
+        graph_launch=_regex(path, "graphs.launch", doc.get("graphs", {}).get("launch", "(?!)")),
     )
+
+
+def _engine_steps(path: Path, items: Any) -> list[EngineStep]:
+    if not isinstance(items, list):
+        raise WorkbenchError(str(path), "requests.engine_step: expected [[requests.engine_step]]")
+    out = []
+    for i, item in enumerate(items):
+        where = f"requests.engine_step {i + 1}"
+        phase = item.get("phase") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not (phase is None or isinstance(phase, str)):
+            raise WorkbenchError(str(path), f"{where}: expected name (regex) and phase (text)")
+        out.append(EngineStep(_regex(path, where, item.get("name")), phase))
+    return out
 
 
 @dataclass

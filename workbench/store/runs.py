@@ -7,8 +7,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from workbench.store import db
-
 
 @dataclass(frozen=True)
 class RunSummary:
@@ -41,6 +39,9 @@ class RunSummary:
 
 def list_runs(store: Path) -> list[RunSummary]:
     """Every committed run of the store, oldest import first."""
+    # Imported here: RunSummary alone (the app's cached runs list) must not load duckdb.
+    from workbench.store import db
+
     con = db.connect(store)
     try:
         rows = db.query(con, "run_summary").to_pylist()

@@ -58,6 +58,12 @@ RUNS: Final[pa.Schema] = pa.schema(
         ("ranks", pa.int32()),
         ("windows", pa.int32()),
         ("members", pa.list_(MEMBER)),
+        # Not in DESIGN §4's list: the device as the trace describes it (null when it does not):
+        # SMs (NVIDIA) or CUs (AMD), memory size, memory bandwidth; several devices of one run
+        # are of one kind in practice, else the first device's figures.
+        ("device_sm_count", pa.int32()),
+        ("device_memory_gb", pa.float64()),
+        ("device_memory_bandwidth_gbs", pa.float64()),
     ]
 )
 
@@ -137,6 +143,17 @@ COMPILES_FILE: Final[pa.Schema] = pa.schema(
         ("guard_count", pa.int32()),
         ("graph_op_count", pa.int32()),
         ("cache_hit", pa.bool_()),
+        # Not in DESIGN §4's list; tlparse-depth facts of the compile log (null when it is
+        # silent): "hit" / "miss" / "bypass" per cache, restarts of the analysis and their
+        # reasons (JSON list), graph breaks and their reasons (JSON list of {file, line, reason,
+        # hint, code}), the rank whose log it is.
+        ("fx_graph_cache", pa.string()),
+        ("aot_autograd_cache", pa.string()),
+        ("restarts", pa.int32()),
+        ("restart_reasons", pa.string()),
+        ("graph_breaks", pa.int32()),
+        ("graph_break_reasons", pa.string()),
+        ("rank", pa.int32()),
     ]
 )
 

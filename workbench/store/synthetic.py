@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,8 +47,34 @@ def run_tables(
     tags: dict[str, str] | None = None,
 ) -> layout.RunTables:
     """The four store tables of a generated run, under `run_id` (metadata may be overridden)."""
+    return columns_tables(
+        synth.run,
+        synth.events,
+        synth.requests,
+        synth.compiles,
+        run_id=run_id,
+        imported_at=imported_at,
+        label=label,
+        overrides=overrides,
+        tags=tags,
+    )
+
+
+def columns_tables(
+    run_row: dict[str, object],
+    events: Mapping[str, object],
+    requests: Mapping[str, object],
+    compiles: Mapping[str, object],
+    *,
+    run_id: str,
+    imported_at: datetime,
+    label: str | None = None,
+    overrides: dict[str, object] | None = None,
+    tags: dict[str, str] | None = None,
+) -> layout.RunTables:
+    """The four store tables from a runs row and column dicts of any generator."""
     layout.check_run_id(run_id)
-    row: dict[str, object] = dict(synth.run)
+    row: dict[str, object] = dict(run_row)
     row.update(overrides or {})
     row["run_id"] = run_id
     row["label"] = label or run_id
@@ -57,9 +84,9 @@ def run_tables(
     run = pa.Table.from_pylist([{f.name: row.get(f.name) for f in schema.RUNS}], schema=schema.RUNS)
     return layout.RunTables(
         run=run,
-        events=_table(dict(synth.events), schema.EVENTS_FILE),
-        requests=_table(dict(synth.requests), schema.REQUESTS_FILE),
-        compiles=_table(dict(synth.compiles), schema.COMPILES_FILE),
+        events=_table(dict(events), schema.EVENTS_FILE),
+        requests=_table(dict(requests), schema.REQUESTS_FILE),
+        compiles=_table(dict(compiles), schema.COMPILES_FILE),
     )
 
 

@@ -21,6 +21,8 @@ from workbench.store.attribution import (
     shape_keys,
 )
 from workbench.store.chrome_trace import TraceColumns
+from workbench.store.engine_steps import UNIT as ENGINE_STEP
+from workbench.store.engine_steps import StepFacts, step_facts
 from workbench.store.kineto import (
     DEVICE_CATEGORIES,
     RUNTIME_CATEGORIES,
@@ -37,6 +39,29 @@ F64 = npt.NDArray[np.float64]
 
 
 @dataclass
+class GraphReplays:
+    """CUDA/HIP graph launches, the kernels linked to them, and launches with none linked."""
+
+    launches: int
+    kernels: int
+    unlinked: int
+
+
+def graph_replays(
+    rules: Rules, pairs: Any, runtime: Any, device: Any, launcher: I64
+) -> GraphReplays:
+    """Count graph launches and the kernels the trace links to them (by correlation / flow)."""
+    is_launch = runtime & pair_mask(pairs, lambda _c, n: bool(rules.graph_launch.search(n or "")))
+    n_launch = int(is_launch.sum())
+    if n_launch == 0:
+        return GraphReplays(0, 0, 0)
+    linked = device & (launcher >= 0)
+    linked[linked] = is_launch[launcher[linked]]
+    with_kernels = np.unique(launcher[linked]).size
+    return GraphReplays(n_launch, int(linked.sum()), n_launch - with_kernels)
+
+
+@dataclass
 class Attributed:
     """What attribution produced, for the tables and the report."""
 
@@ -45,6 +70,7 @@ class Attributed:
     request_unit: str
     compilations: int
     background_events: int
+    graph: GraphReplays = field(default_factory=lambda: GraphReplays(0, 0, 0))
     unattributed_by_category: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
@@ -143,8 +169,10 @@ def attribute(
     usable &= ~(compiled & (request_of >= 0))
     region = spans & pair_mask(pairs, lambda _c, nm: bool(rules.compile_region.search(nm or "")))
     keys = shape_keys(req, request_of, ts, args.shape, usable, cols.thread, region)
+    names = _names(req, cols)
+    steps = step_facts(rules, names) if req.unit == ENGINE_STEP else None
     requests = request_rows(
-        req, excl, _names(req, cols), ids, t0, request_of, ts, args.shape, keys=keys
+        req, excl, names, ids, t0, request_of, ts, args.shape, keys=keys, steps=steps
     )
     return Attributed(
         events=events,
@@ -153,6 +181,7 @@ def attribute(
         compilations=marks.compilations,
         background_events=int((request_of < 0).sum()),
         unattributed_by_category=unattributed(cols.category, stage),
+        graph=graph_replays(rules, pairs, runtime, device, launcher),
     )
 
 
@@ -173,13 +202,17 @@ def request_rows(
     ts: F64,
     shape: pa.Array | pa.ChunkedArray,
     keys: list[str | None] | None = None,
+    steps: StepFacts | None = None,
 ) -> pa.Table:
     """The requests table (REQUESTS_FILE) from windows and exclusive stage times.
 
     `keys` are the shape keys when the caller knows compile spans and threads; else each request
-    is keyed by its first operator with tensor dims (attribution.shape_keys).
+    is keyed by its first operator with tensor dims (attribution.shape_keys). Engine steps
+    (`steps`) are keyed by phase, batch size and tokens, and each is its own batch.
     """
-    if keys is None:
+    if steps is not None:
+        keys = steps.keys()
+    elif keys is None:
         keys = shape_keys(req, request_of, ts, shape)
     start = req.start - t0
     end = req.end - t0
@@ -201,6 +234,9 @@ def request_rows(
         cols_out[f"{s}_us"] = pa.array(excl[:, k])
     cols_out[f"{OTHER}_us"] = pa.array(other)
     n = req.n
+    if steps is not None:
+        cols_out["batch_id"] = pa.array(np.arange(n, dtype=np.int64))
+        cols_out["batch_size"] = pa.array(steps.batch_size, pa.int32(), mask=steps.batch_size < 0)
     for f in schema.REQUESTS_FILE:
         if f.name not in cols_out:
             cols_out[f.name] = pa.nulls(n, f.type)

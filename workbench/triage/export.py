@@ -7,11 +7,42 @@ from pathlib import Path
 import msgspec
 
 from workbench.errors import WorkbenchError
+from workbench.store.workspace import state_home
 from workbench.triage.export_md import render_markdown
 from workbench.triage.output_file import write_output
 from workbench.triage.summary import build_summary
 
 FORMATS = ("md", "json")
+
+
+def export_dir() -> Path:
+    """Where exports go by default: $WORKBENCH_HOME/exports (else the state directory's)."""
+    return state_home() / "exports"
+
+
+def default_export_path(incident_id: str, fmt: str) -> Path:
+    """export_dir()/<incident id>.<fmt>: one file per incident and format, replaced on re-export."""
+    return export_dir() / f"{incident_id}.{fmt}"
+
+
+def make_folders(path: Path) -> list[Path]:
+    """Make the missing folders above path; returns them, outermost first (to undo on failure)."""
+    missing = [p for p in reversed(path.parents) if not p.exists()]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        remove_folders(missing)
+        raise WorkbenchError(str(path), f"cannot write export: {exc.strerror or exc}") from exc
+    return missing
+
+
+def remove_folders(made: list[Path]) -> None:
+    """Undo make_folders: remove the folders it made, innermost first, if still empty."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def export_text(store: Path, incident_id: str, fmt: str) -> str:

@@ -6,16 +6,59 @@ It renders only what the dict holds, so the Markdown and the JSON export carry t
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-_VERDICT_MARK = {"Pass": "✅ Pass", "Marginal": "⚠️ Marginal", "Fail": "❌ Fail"}
+from workbench.triage.brief import PARTS
+from workbench.triage.numbers_text import fmt_ci as _ci
+from workbench.triage.numbers_text import fmt_pct as _pct
+from workbench.triage.numbers_text import fmt_signed as _signed
+from workbench.triage.numbers_text import fmt_us as _us
+from workbench.triage.numbers_text import fmt_value as _value
+
+_VERDICT_MARK = {
+    "PASS": "✅ PASS",
+    "FAIL": "❌ FAIL",
+    "REFUSED": "⛔ REFUSED",
+    "INCONCLUSIVE": "⚠️ INCONCLUSIVE",
+}
+_OUTCOME_MARK = {"pass": "✅ pass", "better": "➖ better", "fail": "❌ fail"}
+# Markup characters anywhere in a line, backslash-escaped (CommonMark escapes any ASCII
+# punctuation; "\<" cannot open HTML). Underscores only at a word's edge (GFM never emphasises
+# inside a word: compiler_version stays readable in the raw file), "]" only where it would close
+# a link ("](", "][", "]:"), so intervals such as [1.2 ms, 2.6 ms] read as written.
+_MD_SPECIAL = re.compile(r"[\\`*|~#<&]|\](?=[(\[:])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+# What would open a list, a quote or a heading underline at the start of a line.
+_MD_LEADING = re.compile(r"^(?:[-+=>]|\d+(?=[.)]))")
+
+
+def esc(value: Any) -> str:
+    """Text from a record or a trace, safe in Markdown: on one line, markup characters escaped,
+    so a title cannot open a heading, a table cell, a link, a list or a <details> block."""
+    text = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), " ".join(str(value).split()))
+    lead = _MD_LEADING.match(text)
+    if lead is None:
+        return text
+    if lead.group(0)[0].isdigit():  # "12. x" -> "12\. x"
+        return lead.group(0) + "\\" + text[lead.end() :]
+    return "\\" + text
+
+
+def code(value: Any) -> str:
+    """Record text as an inline code span: a fence longer than any backtick run inside."""
+    text = " ".join(str(value).split())
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}".replace("|", "\\|")
 
 
 def _cell(value: Any) -> str:
+    """A table cell; callers escape record text (esc / code) before adding their own markup."""
     if value is None:
         return "—"
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return " ".join(text.split())
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
@@ -24,37 +67,8 @@ def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     return [*out, ""]
 
 
-def _us(x: float | None) -> str | None:
-    if x is None:
-        return None
-    return f"{x / 1000:,.3f} ms" if abs(x) >= 1000 else f"{x:,.1f} µs"
-
-
-def _value(x: float | None, unit: str) -> str | None:
-    if x is None:
-        return None
-    if unit == "us":
-        return _us(x)
-    if unit == "share":
-        return f"{100 * x:.2f}%"
-    return f"{x:,.4g} {unit}"
-
-
-def _ci(lo: float | None, hi: float | None, unit: str = "us") -> str | None:
-    if lo is None or hi is None:
-        return None
-    return f"[{_value(lo, unit)}, {_value(hi, unit)}]"
-
-
-def _signed(x: float | None, unit: str = "us") -> str | None:
-    if x is None:
-        return None
-    v = _value(abs(x), unit)
-    return f"+{v}" if x >= 0 else f"−{v}"
-
-
-def _pct(x: float | None) -> str | None:
-    return None if x is None else f"{x:+.1f}%"
+def _opt(value: Any) -> str | None:
+    return None if value is None else esc(value)
 
 
 def _rounded(value: Any) -> Any:
@@ -68,23 +82,39 @@ def _rounded(value: Any) -> Any:
     return value
 
 
+def _brief(doc: dict[str, Any]) -> list[str]:
+    """The brief first: an auditor's two minutes, in plain words (the same lines as the JSON)."""
+    b = doc["brief"]
+    out = ["## Brief", ""]
+    for key, label in PARTS:
+        first, *rest = b[key]
+        out.append(f"- **{label}:** {esc(first)}")
+        out += [f"  - {esc(line)}" for line in rest]
+    if b["suggested_title"] and b["suggested_title"] != doc["header"]["title"]:
+        out.append(f"- _Title from the record:_ {esc(b['suggested_title'])}")
+    return [*out, ""]
+
+
+def _title(doc: dict[str, Any]) -> list[str]:
+    h = doc["header"]
+    return [f"# Incident {esc(h['id'])}: {esc(h['title'])}", ""]
+
+
 def _header(doc: dict[str, Any]) -> list[str]:
     h = doc["header"]
-    out = [f"# Incident {h['id']}: {h['title']}", ""]
-    out += _table(
-        ["field", "value"],
-        [
-            ["severity", h["severity"]],
-            ["status", f"**{h['status']}**"],
-            ["created", f"{h['created_at']} by {h['created_by']}"],
-            ["updated", f"{h['updated_at']} (version {h['version']})"],
-            ["failing run", h["failing"]],
-            ["comparator run", h["comparator"]],
-            ["fixed-metadata run", h["fixed_metadata"]],
-            ["candidate run", h["candidate"]],
-            ["summary generated", doc["generated_at"]],
-        ],
-    )
+    out = ["## Header", ""]
+    body: list[list[Any]] = [
+        ["severity", _opt(h["severity"])],
+        ["status", f"**{esc(h['status'])}**"],
+        ["created", f"{esc(h['created_at'])} by {esc(h['created_by'])}"],
+        ["updated", f"{esc(h['updated_at'])} (version {h['version']})"],
+        ["failing run", _opt(h["failing"])],
+        ["comparator run", _opt(h["comparator"])],
+        ["fixed-metadata run", _opt(h["fixed_metadata"])],
+        ["candidate run", _opt(h["candidate"])],
+        ["summary generated", doc["generated_at"]],
+    ]
+    out += _table(["field", "value"], body)
     if doc["missing"]:
         out += [f"> **Not yet available:** {', '.join(doc['missing'])}", ""]
     return out
@@ -96,10 +126,14 @@ def _impact(doc: dict[str, Any]) -> list[str]:
     if imp is None:
         return [*out, "_The incident has no failing / comparator pair yet._", ""]
     level = round(100 * imp["confidence_level"])
-    out += [f"Failing minus comparator, tail first; {level}% bootstrap confidence intervals.", ""]
+    out += [f"Failing minus comparator, tail first; {level}% bootstrap confidence intervals."]
+    sources = list(dict.fromkeys(r["interval"] for r in imp["rows"]))
+    if len(sources) > 1:
+        out.append(f"End-to-end intervals: {esc(sources[0])}; stages: {esc(sources[-1])}.")
+    out.append("")
     rows = [
         [
-            r["metric"],
+            esc(r["metric"]),
             r["quantile"],
             _us(r["failing_us"]),
             _us(r["comparator_us"]),
@@ -121,16 +155,23 @@ def _reproduction(doc: dict[str, Any]) -> list[str]:
     if rep is None:
         return [*out, "_No runs are paired yet._", ""]
     runs = [r["run_id"] for r in rep["runs"]]
-    roles = [f"{r['role']} `{r['run_id']}`" for r in rep["runs"]]
+    out += _table(
+        ["role", "run", "taken", "label"],
+        [
+            [r["role"], code(r["run_id"]), _opt(r["imported_at"]), _opt(r["label"])]
+            for r in rep["runs"]
+        ],
+    )
+    roles = [f"{r['role']} {code(r['run_id'])}" for r in rep["runs"]]
     out += ["Locked tags (🔒) must hold equal for a fair comparison; differences are **bold**.", ""]
     rows = []
     for t in rep["tags"]:
-        vals = [t["values"].get(r) for r in runs]
+        vals = [_opt(t["values"].get(r)) for r in runs]
         if t["differs"]:
             vals = [f"**{v}**" if v is not None else "**unknown**" for v in vals]
-        rows.append([("🔒 " if t["locked"] else "") + t["key"], *vals])
+        rows.append([("🔒 " if t["locked"] else "") + esc(t["key"]), *vals])
     out += _table(["tag", *roles], rows)
-    out += [f"- ⚠️ {w}" for w in rep["warnings"]]
+    out += [f"- ⚠️ {esc(w)}" for w in rep["warnings"]]
     return [*out, ""] if rep["warnings"] else out
 
 
@@ -144,22 +185,70 @@ def _localization(doc: dict[str, Any]) -> list[str]:
     out += _table(
         ["", "value"],
         [
-            ["origin stage", f"`{loc['origin']}` — {loc['origin_name']}"],
-            ["manifest stage", f"`{loc['manifest']}` — {loc['manifest_name']}"],
-            ["mechanism", f"`{loc['mechanism']}`"],
-            ["secondary mechanism", loc["secondary_mechanism"]],
+            ["origin stage", f"{code(loc['origin'])} — {_opt(loc['origin_name'])}"],
+            ["manifest stage", f"{code(loc['manifest'])} — {_opt(loc['manifest_name'])}"],
+            ["mechanism", code(loc["mechanism"])],
+            ["secondary mechanism", _opt(loc["secondary_mechanism"])],
             ["confidence", None if conf is None else f"{conf:.2f}"],
             ["explained share of the tail gap", None if share is None else f"{100 * share:.1f}%"],
         ],
     )
+    out += _mechanism_evidence(doc)
     out += ["### Claims and their proving artifacts", ""]
     for i, c in enumerate(loc["claims"], start=1):
+        params = json.dumps(c["parameters"], sort_keys=True)
         out += [
-            f"{i}. {c['text']}",
-            f"   - query `{c['query']}` with parameters `{json.dumps(c['parameters'], sort_keys=True)}`",
-            f"   - numbers: `{json.dumps(_rounded(c['numbers']), sort_keys=True)}`",
+            f"{i}. {esc(c['text'])}",
+            f"   - query {code(c['query'])} with parameters {code(params)}",
+            f"   - numbers: {code(json.dumps(_rounded(c['numbers']), sort_keys=True))}",
         ]
     return [*out, ""]
+
+
+def _mechanism_evidence(doc: dict[str, Any]) -> list[str]:
+    ev = doc.get("mechanism_evidence")
+    if not ev:
+        return []
+    out = [
+        f"### Mechanism evidence: {code(ev['query'])} (the app's Evidence screen)",
+        "",
+    ]
+    out += _table(
+        ["fact", "failing", "comparator", "n (f / c)"],
+        [
+            [
+                f["label"],
+                f["failing_text"],
+                f["comparator_text"],
+                f"{f['n_failing']:,} / {f['n_comparator']:,} {f['n_label']}",
+            ]
+            for f in ev["facts"]
+        ],
+    )
+    return out
+
+
+def _fix(doc: dict[str, Any]) -> list[str]:
+    out = ["## Fix candidate", ""]
+    fix = doc.get("fix")
+    if fix is None:
+        return [*out, "_No candidate yet._", ""]
+    label = f" — {esc(fix['label'])}" if fix["label"] else ""
+    out += [f"Candidate {code(fix['candidate'])}{label}.", ""]
+    if not fix["tags"]:
+        return [*out, "_Its tags equal the failing run's._", ""]
+    return out + _table(
+        ["tag that differs from the failing run", "failing", "comparator", "candidate"],
+        [
+            [
+                esc(t["key"]),
+                _opt(t["failing"]),
+                _opt(t["comparator"]),
+                f"**{_opt(t['candidate'])}**",
+            ]
+            for t in fix["tags"]
+        ],
+    )
 
 
 def _closed_loop(doc: dict[str, Any]) -> list[str]:
@@ -181,7 +270,7 @@ def _closed_loop(doc: dict[str, Any]) -> list[str]:
         ],
         [
             [
-                f"`{p['run_id']}`",
+                code(p["run_id"]),
                 p["compiles"],
                 p["recompiles"],
                 p["failed_compiles"],
@@ -198,7 +287,7 @@ def _closed_loop(doc: dict[str, Any]) -> list[str]:
         ["stage", "failing", "comparator", "Δ", "95% CI", "n (f / c)"],
         [
             [
-                r["metric"],
+                esc(r["metric"]),
                 _us(r["failing_us"]),
                 _us(r["comparator_us"]),
                 _signed(r["delta_us"]),
@@ -216,16 +305,17 @@ def _closed_loop(doc: dict[str, Any]) -> list[str]:
         for a in proposed:
             gain = a.get("predicted_p99_gain_us")
             out.append(
-                f"- proposed by triage: {a.get('text', a.get('kind'))}"
+                f"- proposed by triage: {esc(a.get('text', a.get('kind')))}"
                 + (f" (predicted p99 gain {_us(gain)})" if isinstance(gain, int | float) else "")
             )
     elif proposed:
-        out.append(f"- proposed by triage: `{json.dumps(proposed, sort_keys=True)}`")
+        out.append(f"- proposed by triage: {code(json.dumps(proposed, sort_keys=True))}")
     out += [
-        f"- action #{a['id']} ({a['status']}, {a['owner']}): {a['text']}" for a in retune["actions"]
+        f"- action #{a['id']} ({esc(a['status'])}, {esc(a['owner'])}): {esc(a['text'])}"
+        for a in retune["actions"]
     ]
     res = loop["result_run"]
-    out += ["", f"### Result run `{res['run_id']}` against failing `{res['against']}`", ""]
+    out += ["", f"### Result run {code(res['run_id'])} against failing {code(res['against'])}", ""]
     out += _table(
         ["q", "candidate", "failing", "Δ", "95% CI", "Δ %", "n (c / f)"],
         [
@@ -250,35 +340,44 @@ def _validation(doc: dict[str, Any]) -> list[str]:
     if v is None:
         return [*out, "_No candidate validated yet._", ""]
     out += [
-        f"**Verdict: {_VERDICT_MARK.get(v['verdict'], v['verdict'])}** — candidate `{v['candidate']}` "
-        f"against the {v['baseline_role']} `{v['baseline']}`; score {v['score']:.2f} "
-        f"(Pass ≥ {v['pass_threshold']}, Marginal ≥ {v['marginal_threshold']}); "
-        f"validated {v['validated_at']} by {v['validated_by']}.",
+        f"**Verdict: {_VERDICT_MARK.get(v['verdict'], esc(v['verdict']))}** — candidate "
+        f"{code(v['candidate'])} against the {esc(v['baseline_role'])} {code(v['baseline'])}; "
+        f"score {v['score']:.2f} (PASS needs ≥ {v['pass_threshold']}, every guardrail on ≥ 50 "
+        f"samples a side, and production-like shapes); validated {esc(v['validated_at'])} by "
+        f"{esc(v['validated_by'])}.",
         "",
     ]
-    out += [f"- {r}" for r in v["reasons"]] + [""]
+    out += [f"- {esc(r)}" for r in v["reasons"]] + [""]
+    if v["history"]:
+        out += ["Earlier candidates of this incident:", ""]
+        out += [
+            f"- {code(h['candidate'])} ({esc(h['validated_at'])}, {esc(h['validated_by'])}): "
+            f"**{esc(h['verdict'])}** — {esc('; '.join(h['reasons']))}"
+            for h in v["history"]
+        ]
+        out.append("")
     level = round(100 * v["confidence_level"])
     rows = []
     for c in v["cells"]:
         unit = c["unit"]
         rows.append(
             [
-                c["label"] + (" (critical)" if c["critical"] else ""),
+                esc(c["label"]) + (" (critical)" if c["critical"] else ""),
+                _OUTCOME_MARK.get(c["outcome"], f"⚠️ {esc(c['outcome'])}"),
                 c["classification"],
-                "✅" if c["passed"] else ("—" if c["classification"] == "Nodata" else "❌"),
                 _value(c["baseline_value"], unit),
                 _value(c["candidate_value"], unit),
                 _signed(c["diff"], unit),
                 _ci(c["ci_low"], c["ci_high"], unit),
                 f"{c['n_baseline']} / {c['n_candidate']}",
-                c["reason"] + "".join(f" ⚠️ {w}" for w in c["warnings"]),
+                esc(c["why"]),
             ]
         )
     return out + _table(
         [
             "guardrail",
+            "outcome",
             "class",
-            "ok",
             "baseline",
             "candidate",
             "Δ",
@@ -295,15 +394,20 @@ def _rollback(doc: dict[str, Any]) -> list[str]:
     crit = doc["rollback_criteria"]
     if not crit:
         return [*out, "_None defined._", ""]
-    out += ["Roll back when any of these holds over the given window of requests:", ""]
+    out += [
+        "Roll back when any of these holds over the given window of requests; a trigger is "
+        "never closer to the baseline than the metric's noise over one window.",
+        "",
+    ]
     return out + _table(
-        ["metric", "trigger", "window", "source"],
+        ["metric", "trigger", "window", "noise (±, one window)", "source"],
         [
             [
-                c["label"],
-                f"{c['op']} {_value(c['threshold'], c['unit'])}",
+                esc(c["label"]),
+                f"{esc(c['op'])} {_value(c['threshold'], c['unit'])}",
                 f"{c['window_requests']} requests",
-                c["source"],
+                _value(c.get("noise"), c["unit"]),
+                esc(c["source"]),
             ]
             for c in crit
         ],
@@ -319,18 +423,18 @@ def _checks(doc: dict[str, Any]) -> list[str]:
         psi = "—" if rc["psi"] is None else f"{rc['psi']:.3f}"
         unseen = "—" if rc["unseen_share"] is None else f"{100 * rc['unseen_share']:.1f}%"
         out += [
-            f"{'✅ production-like' if rc['passed'] else '❌ not production-like'}: "
-            f"candidate `{rc['candidate']}` (n={rc['n_candidate']}) against `{rc['reference']}` "
-            f"(n={rc['n_reference']}), {rc['n_shapes']} shape buckets; PSI {psi} "
-            f"(threshold {rc['psi_threshold']}), unseen shapes {unseen} "
-            f"(threshold {100 * rc['unseen_threshold']:.0f}%). {rc['reason']}.",
+            f"{'✅ production-like' if rc['passed'] else '⛔ not production-like'}: "
+            f"candidate {code(rc['candidate'])} (n={rc['n_candidate']}) against "
+            f"{code(rc['reference'])} (n={rc['n_reference']}), {rc['n_shapes']} shape buckets; "
+            f"PSI {psi} (threshold {rc['psi_threshold']}), unseen shapes {unseen} "
+            f"(threshold {100 * rc['unseen_threshold']:.0f}%). {esc(rc['reason'])}.",
             "",
         ]
         out += _table(
             ["shape", "reference share", "candidate share"],
             [
                 [
-                    f"`{s['shape_key']}`",
+                    code(s["shape_key"]),
                     f"{100 * s['share_reference']:.1f}% ({s['n_reference']})",
                     f"{100 * s['share_candidate']:.1f}% ({s['n_candidate']})",
                 ]
@@ -345,8 +449,8 @@ def _checks(doc: dict[str, Any]) -> list[str]:
         ["guardrail", "bad direction", "tolerance", "floor", "critical"],
         [
             [
-                g["label"],
-                g["direction"],
+                esc(g["label"]),
+                esc(g["direction"]),
                 f"{100 * g['tolerance']:.0f}%",
                 f"{g['min_effect']:g} (absolute)" if g["min_effect"] else None,
                 "yes" if g["critical"] else "no",
@@ -361,17 +465,20 @@ def _owners(doc: dict[str, Any]) -> list[str]:
     own = doc["owners"]
     out += _table(
         ["role", "person", "since", "closure artifact"],
-        [[o["role"], o["person"], o["assumed_at"], o["artifact"]] for o in own["owners"]],
+        [
+            [esc(o["role"]), esc(o["person"]), esc(o["assumed_at"]), esc(o["artifact"])]
+            for o in own["owners"]
+        ],
     )
     out += _table(
         ["#", "action", "owner", "due", "status"],
         [
             [
                 a["id"],
-                a["text"],
-                a["owner"],
-                a["due"] + (" **overdue**" if a["overdue"] else ""),
-                a["status"],
+                esc(a["text"]),
+                esc(a["owner"]),
+                esc(a["due"]) + (" **overdue**" if a["overdue"] else ""),
+                esc(a["status"]),
             ]
             for a in own["follow_ups"]
         ],
@@ -385,11 +492,13 @@ def _timeline(doc: dict[str, Any]) -> list[str]:
         ["when", "who", "event", "status", "note"],
         [
             [
-                t["at"],
-                t["actor"],
-                t["event"],
-                f"{t['status_from'] or ''} → {t['status_to']}" if t["status_to"] else None,
-                t["note"] or None,
+                esc(t["at"]),
+                esc(t["actor"]),
+                esc(t["event"]),
+                f"{esc(t['status_from'] or '')} → {esc(t['status_to'])}"
+                if t["status_to"]
+                else None,
+                _opt(t["note"] or None),
             ]
             for t in doc["timeline"]
         ],
@@ -397,30 +506,22 @@ def _timeline(doc: dict[str, Any]) -> list[str]:
 
 
 def _audit(doc: dict[str, Any]) -> list[str]:
-    out = [
-        "## Audit appendix",
-        "",
-        "<details>",
-        f"<summary>{len(doc['audit'])} changes</summary>",
-        "",
-    ]
-    out += _table(
-        ["when", "who", "field", "old", "new"],
-        [
-            [a["at"], a["actor"], f"`{a['field']}`", f"`{a['old']}`", f"`{a['new']}`"]
-            for a in doc["audit"]
-        ],
-    )
-    return [*out, "</details>", ""]
+    """One line per change: time, who, field, old → new (the JSON export keeps full values)."""
+    out = ["## Audit appendix", "", f"{len(doc['audit'])} changes, oldest first.", ""]
+    out += [f"- {esc(a['line'])}" for a in doc["audit"]]
+    return [*out, ""]
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
-    """The closure summary as GitHub-flavoured Markdown."""
+    """The closure summary as GitHub-flavoured Markdown: the brief first."""
     parts = [
+        _title,
+        _brief,
         _header,
         _impact,
         _reproduction,
         _localization,
+        _fix,
         _closed_loop,
         _validation,
         _rollback,

@@ -37,14 +37,14 @@ QUANTILE_OF: Final[dict[str, float]] = {
     "e2e_p95": 0.95,
     "e2e_p99": 0.99,
     "stage_p99": 0.99,
-    "throughput": 0.5,
     "quality": 0.05,
 }
-# Rates are shares of requests, compared as proportions.
+# Shares of requests, compared as proportions (throughput is a rate over time, not a share).
 RATE_METRICS: Final[frozenset[str]] = frozenset({"fallback_rate", "recompile_rate"})
 # A rollback watch window: 1000 requests put 10 samples beyond the p99, enough to see it move.
 ROLLBACK_WINDOW_REQUESTS: Final[int] = 1000
-# Throughput is measured per time window; at most this many windows, at least 20 requests each.
+# Throughput is completed requests over the run's span; its dispersion (bursts of completions,
+# e.g. batches) is estimated from counts per time window: at most this many, >= 20 requests each.
 MAX_THROUGHPUT_WINDOWS: Final[int] = 50
 MIN_REQUESTS_PER_WINDOW: Final[int] = 20
 
@@ -73,13 +73,16 @@ class RunSamples:
 
 @dataclass(frozen=True)
 class Measurement:
-    """A metric's raw material: a sample (quantile metrics) or successes / n (rates)."""
+    """A metric's raw material: a sample (quantile metrics), successes / trials (shares), or
+    events over an exposure in seconds (throughput: successes = trials = completed requests)."""
 
     unit: str
     sample: F64 | None = None
     quantile: float = 0.5
     successes: int = 0
     trials: int = 0
+    exposure_s: float = 0.0
+    dispersion: float = 1.0
 
     @property
     def n(self) -> int:
@@ -88,6 +91,8 @@ class Measurement:
     def value(self) -> float:
         if self.sample is not None:
             return float(stats.quantile(self.sample, self.quantile))
+        if self.exposure_s > 0:
+            return self.successes / self.exposure_s
         return self.successes / self.trials if self.trials else math.nan
 
 
@@ -124,7 +129,7 @@ def default_guardrails(origin_stage: str | None, with_quality: bool) -> list[Gua
     out += [
         Guardrail(
             metric="throughput",
-            label="throughput (median over windows)",
+            label="throughput (completed requests per second)",
             direction="decrease",
             tolerance=0.05,
             critical=False,
@@ -249,21 +254,26 @@ def check_criterion(c: RollbackCriterion, where: str = "rollback criterion") -> 
     return c
 
 
-def window_throughput(arrival_us: F64, end_us: F64) -> F64:
-    """Completed requests per second in equal time windows over the run's span."""
-    ok = np.isfinite(end_us)
-    ends = end_us[ok]
+def throughput(arrival_us: F64, end_us: F64) -> Measurement:
+    """Completed requests per second of the run's span (first arrival to last completion), with
+    the dispersion of completions per time window."""
+    ends = end_us[np.isfinite(end_us)]
     if ends.size == 0:
-        return np.empty(0)
+        return Measurement("req/s")
     start = float(np.nanmin(arrival_us)) if np.isfinite(arrival_us).any() else float(ends.min())
     span = float(ends.max()) - start
-    n_win = int(min(MAX_THROUGHPUT_WINDOWS, max(1, ends.size // MIN_REQUESTS_PER_WINDOW)))
     if span <= 0:
-        return np.empty(0)
-    width = span / n_win
-    idx = np.minimum(((ends - start) / width).astype(np.int64), n_win - 1)
-    counts = np.bincount(idx, minlength=n_win).astype(np.float64)
-    return counts / (width / 1e6)
+        return Measurement("req/s")
+    n_win = int(min(MAX_THROUGHPUT_WINDOWS, max(1, ends.size // MIN_REQUESTS_PER_WINDOW)))
+    idx = np.minimum(((ends - start) / (span / n_win)).astype(np.int64), n_win - 1)
+    counts = np.bincount(idx, minlength=n_win)
+    return Measurement(
+        "req/s",
+        successes=int(ends.size),
+        trials=int(ends.size),
+        exposure_s=span / 1e6,
+        dispersion=stats.dispersion_index(counts),
+    )
 
 
 def measure(g: Guardrail, s: RunSamples) -> Measurement:
@@ -274,7 +284,7 @@ def measure(g: Guardrail, s: RunSamples) -> Measurement:
         sample = s.stage_us.get(g.stage or "", np.empty(0))
         return Measurement("us", sample, QUANTILE_OF[g.metric])
     if g.metric == "throughput":
-        return Measurement("req/s", window_throughput(s.arrival_us, s.end_us), 0.5)
+        return throughput(s.arrival_us, s.end_us)
     if g.metric == "quality":
         return Measurement("score", s.quality, QUANTILE_OF["quality"])
     if g.metric == "fallback_rate":
@@ -289,15 +299,31 @@ def allowed_change(g: Guardrail, baseline_value: float) -> float:
     return max(g.tolerance * abs(baseline_value), g.min_effect)
 
 
+def window_noise(m: Measurement, window: int, alpha: float = 0.05) -> float:
+    """Half-width of m's (1 - alpha) interval over `window` requests of the same traffic: the
+    baseline's own interval, scaled by sqrt(n / window) (quantiles: percentile bootstrap;
+    throughput: quasi-Poisson; shares: Wilson at the baseline share)."""
+    if m.sample is not None:
+        _, lo, hi = stats.bootstrap_quantile(m.sample, m.quantile, alpha=alpha)
+        return (hi - lo) / 2 * math.sqrt(m.n / window)
+    z = stats.normal_ppf(1 - alpha / 2)
+    if m.exposure_s > 0:
+        return m.value() * z * math.sqrt(m.dispersion / window)
+    _, lo, hi = stats.wilson_interval(round(m.value() * window), window, alpha)
+    return (hi - lo) / 2
+
+
 def rollback_criteria(guardrails: list[Guardrail], baseline: RunSamples) -> list[RollbackCriterion]:
-    """One explicit trip wire per guardrail with data: the tolerated edge around the baseline."""
+    """One explicit trip wire per guardrail with data: the tolerated edge around the baseline,
+    moved out to the noise of one watch window when that is wider (no rollback on noise)."""
     out = []
     for g in guardrails:
         m = measure(g, baseline)
         base = m.value()
         if m.n == 0 or not math.isfinite(base):
             continue
-        edge = allowed_change(g, base)
+        noise = window_noise(m, ROLLBACK_WINDOW_REQUESTS)
+        edge = max(allowed_change(g, base), noise)
         # "both" guardrails watch the bad side that matters for latency-like metrics first.
         sides = [">", "<"] if g.direction == "both" else [">" if g.direction == "increase" else "<"]
         for op in sides:
@@ -310,6 +336,7 @@ def rollback_criteria(guardrails: list[Guardrail], baseline: RunSamples) -> list
                     unit=m.unit,
                     window_requests=ROLLBACK_WINDOW_REQUESTS,
                     source="guardrail",
+                    noise=noise,
                 )
             )
     return out

@@ -45,6 +45,7 @@ from workbench.triage.incident_record import (
     RecordProblem,
     encode_record,
     parse_record,
+    raw_version,
     record_from_raw,
 )
 from workbench.triage.incident_record import ReplayCheck as ReplayCheck
@@ -211,8 +212,7 @@ def _on_disk_version(path: Path) -> int | None:
         return None
     except RecordProblem as exc:
         raise WorkbenchError(str(path), f"unreadable incident record: {exc}") from None
-    version = raw.get("version")
-    return version if isinstance(version, int) and not isinstance(version, bool) else 0
+    return raw_version(raw)
 
 
 def _compact(value: Any) -> str:

@@ -157,6 +157,9 @@ class RollbackCriterion(msgspec.Struct, kw_only=True, frozen=True, forbid_unknow
     unit: str
     window_requests: int
     source: str  # "guardrail" or "manual"
+    # Half-width of the metric's 95% interval over one watch window of the baseline: a trigger
+    # closer to the baseline than this would fire on noise. None when not measured (manual).
+    noise: float | None = None
 
 
 class TimelineEntry(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -245,18 +248,25 @@ class RecordProblem(Exception):
 _MSGSPEC_PATH = re.compile(r"^(.*?)(?: - at `(\$[^`]*)`)?$", re.DOTALL)
 
 
-def _non_finite(value: Any, where: str) -> str | None:
-    """The path of the first float that is not finite (1e999 in the JSON decodes to inf)."""
+# Integers the record holds (versions, ids, counts) fit a signed 64-bit integer.
+_INT_LIMIT: Final[int] = 2**63 - 1
+
+
+def _out_of_range(value: Any, where: str) -> str | None:
+    """The path of the first number out of range: a float that is not finite (1e999 in the
+    JSON decodes to inf) or an integer past int64."""
     if isinstance(value, float) and not math.isfinite(value):
+        return where
+    if isinstance(value, int) and abs(value) > _INT_LIMIT:
         return where
     if isinstance(value, dict):
         for k, v in value.items():
-            found = _non_finite(v, f"{where}.{k}")
+            found = _out_of_range(v, f"{where}.{k}")
             if found:
                 return found
     if isinstance(value, list):
         for i, v in enumerate(value):
-            found = _non_finite(v, f"{where}[{i}]")
+            found = _out_of_range(v, f"{where}[{i}]")
             if found:
                 return found
     return None
@@ -273,6 +283,13 @@ def parse_record(data: bytes) -> dict[str, Any]:
     return raw
 
 
+def raw_version(raw: dict[str, Any]) -> int:
+    """The version a parsed record claims, read leniently (0 when it is not a sane integer):
+    what a save compares against, even for a record that does not decode."""
+    v = raw.get("version")
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _INT_LIMIT else 0
+
+
 def record_from_raw(raw: dict[str, Any]) -> Incident:
     """The typed record of a parsed JSON object; RecordProblem naming the first bad place."""
     known = {k: v for k, v in raw.items() if k in KNOWN_FIELDS}
@@ -283,9 +300,9 @@ def record_from_raw(raw: dict[str, Any]) -> Incident:
         m = _MSGSPEC_PATH.match(str(exc))
         problem, where = (m.group(1), m.group(2) or "$") if m else (str(exc), "$")
         raise RecordProblem(where, problem) from None
-    bad = _non_finite(known, "$")
+    bad = _out_of_range(known, "$")
     if bad:
-        raise RecordProblem(bad, "a number out of range (not finite)")
+        raise RecordProblem(bad, "a number out of range")
     if inc.schema_version != INCIDENT_SCHEMA_VERSION:
         raise RecordProblem(
             "$.schema_version",

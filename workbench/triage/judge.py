@@ -10,6 +10,10 @@ Statistics (all from accel.stats, none computed here):
   share(baseline) with Newcombe's hybrid score interval (`proportion_diff_ci`), which combines
   the two Wilson intervals in quadrature and keeps its coverage near nominal for small shares.
 
+- Throughput: completed requests per second of the run's span, d = rate(candidate) -
+  rate(baseline) with a quasi-Poisson Wald interval (`rate_diff_ci`) whose dispersion comes from
+  the counts per time window, so batches completing together widen it.
+
 Classification, with [lo, hi] the interval of d and `allowed` = tolerance x |baseline value|
 (at least the guardrail's min_effect):
   High    lo > 0 and d > allowed    significantly higher, by more than the tolerance
@@ -18,11 +22,8 @@ Classification, with [lo, hi] the interval of d and `allowed` = tolerance x |bas
   Nodata  either side has no sample
 Requiring both significance and a material change keeps noise and harmless but significant
 shifts from failing a candidate. A cell fails when its class is on the guardrail's bad side
-(High for "increase", Low for "decrease", either for "both").
-
-Score = passing cells / cells with data. Verdict: Fail when a critical cell fails, when no cell
-has data, or when score < marginal_threshold; Marginal when score < pass_threshold or a critical
-guardrail has no data; Pass otherwise. Fewer than MIN_SAMPLES on a side adds a warning.
+(High for "increase", Low for "decrease", either for "both") and both sides have MIN_SAMPLES;
+with fewer it cannot pass either. The verdict is verdict.py's, the one place that decides it.
 """
 
 from __future__ import annotations
@@ -36,10 +37,8 @@ import msgspec
 from accel import stats
 from workbench.triage.guardrails import Measurement, RunSamples, allowed_change, measure
 from workbench.triage.incident import Cell, Guardrail
+from workbench.triage.verdict import MIN_SAMPLES, bad_side, guardrail_verdict
 
-MIN_SAMPLES: Final[int] = 50
-PASS_THRESHOLD: Final[float] = 0.95
-MARGINAL_THRESHOLD: Final[float] = 0.75
 CONFIDENCE: Final[float] = 0.95
 N_BOOT: Final[int] = 2000
 SEED: Final[int] = 0
@@ -48,21 +47,13 @@ SEED: Final[int] = 0
 @dataclass(frozen=True)
 class JudgeResult:
     cells: list[Cell]
-    score: float
-    verdict: str  # Pass | Marginal | Fail
+    score: float | None  # passing share of the guardrails with enough samples
+    verdict: str  # PASS | FAIL | INCONCLUSIVE (verdict.guardrail_verdict)
     reasons: list[str]
 
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
-
-
-def _fails(classification: str, direction: str) -> bool:
-    if classification == "High":
-        return direction in ("increase", "both")
-    if classification == "Low":
-        return direction in ("decrease", "both")
-    return False
 
 
 def _fmt(x: float, unit: str) -> str:
@@ -76,7 +67,8 @@ def judge_cell(g: Guardrail, baseline: Measurement, candidate: Measurement) -> C
     alpha = 1 - CONFIDENCE
     nb, nc = baseline.n, candidate.n
     unit = baseline.unit
-    is_rate = baseline.sample is None
+    is_share = baseline.sample is None and baseline.exposure_s <= 0
+    is_rate = baseline.sample is None and not is_share
     nodata = Cell(
         metric=g.metric if g.stage is None else f"{g.metric}:{g.stage}",
         label=g.label,
@@ -88,6 +80,8 @@ def judge_cell(g: Guardrail, baseline: Measurement, candidate: Measurement) -> C
         unit=unit,
         statistic=(
             "difference of shares, Newcombe hybrid score interval"
+            if is_share
+            else "difference of rates, quasi-Poisson Wald interval"
             if is_rate
             else f"difference of q{baseline.quantile:g}, percentile bootstrap"
         ),
@@ -108,9 +102,19 @@ def judge_cell(g: Guardrail, baseline: Measurement, candidate: Measurement) -> C
             f"only {min(nb, nc)} samples on one side (< {MIN_SAMPLES}): the interval is unreliable"
         )
     shift = shift_lo = shift_hi = p_value = None
-    if is_rate:
+    if is_share:
         d, lo, hi = stats.proportion_diff_ci(
             candidate.successes, candidate.trials, baseline.successes, baseline.trials, alpha
+        )
+    elif is_rate:
+        d, lo, hi = stats.rate_diff_ci(
+            candidate.successes,
+            candidate.exposure_s,
+            baseline.successes,
+            baseline.exposure_s,
+            alpha,
+            candidate.dispersion,
+            baseline.dispersion,
         )
     else:
         assert baseline.sample is not None and candidate.sample is not None
@@ -138,13 +142,13 @@ def judge_cell(g: Guardrail, baseline: Measurement, candidate: Measurement) -> C
     else:
         cls = "Pass"
         why = f"change {_fmt(d, unit)}, CI {ci}, within the tolerated {_fmt(allowed, unit)}"
-    failed = _fails(cls, g.direction)
+    failed = bad_side(cls, g.direction)
     if cls != "Pass" and not failed:
         why += " (the good direction)"
     return msgspec.structs.replace(
         nodata,
         classification=cls,
-        passed=not failed,
+        passed=not failed and min(nb, nc) >= MIN_SAMPLES,
         baseline_value=_finite(base_v),
         candidate_value=_finite(cand_v),
         diff=_finite(d),
@@ -159,32 +163,8 @@ def judge_cell(g: Guardrail, baseline: Measurement, candidate: Measurement) -> C
     )
 
 
-def verdict_of(cells: list[Cell]) -> tuple[float, str, list[str]]:
-    """(score, verdict, reasons) from judged cells, by the rules in the module docstring."""
-    with_data = [c for c in cells if c.classification != "Nodata"]
-    passing = [c for c in with_data if c.passed]
-    score = len(passing) / len(with_data) if with_data else 0.0
-    reasons = [f"critical {c.label}: {c.reason}" for c in with_data if c.critical and not c.passed]
-    if not with_data:
-        return score, "Fail", ["no guardrail had data on both sides"]
-    if reasons:
-        return score, "Fail", reasons
-    summary = f"{len(passing)}/{len(with_data)} guardrails pass (score {score:.2f})"
-    if score < MARGINAL_THRESHOLD:
-        return score, "Fail", [f"{summary} < {MARGINAL_THRESHOLD}"]
-    nodata_critical = [
-        f"critical {c.label} has no data"
-        for c in cells
-        if c.critical and c.classification == "Nodata"
-    ]
-    if score < PASS_THRESHOLD or nodata_critical:
-        failing = [f"{c.label}: {c.reason}" for c in with_data if not c.passed]
-        return score, "Marginal", [summary, *failing, *nodata_critical]
-    return score, "Pass", [summary]
-
-
 def judge(guardrails: list[Guardrail], baseline: RunSamples, candidate: RunSamples) -> JudgeResult:
     """Judge every guardrail of candidate against baseline."""
     cells = [judge_cell(g, measure(g, baseline), measure(g, candidate)) for g in guardrails]
-    score, verdict, reasons = verdict_of(cells)
+    score, verdict, reasons = guardrail_verdict(cells)
     return JudgeResult(cells=cells, score=score, verdict=verdict, reasons=reasons)

@@ -14,6 +14,7 @@ from accel.stages import MECHANISMS, STAGES
 from workbench.errors import WorkbenchError
 from workbench.triage.incident import STATUSES, Incident, TimelineEntry, now_iso
 from workbench.triage.owners import roles_involved
+from workbench.triage.verdict import PASS, incident_verdict
 
 STATUS_INDEX: Final[dict[str, int]] = {s: i for i, s in enumerate(STATUSES)}
 
@@ -72,14 +73,13 @@ def _validating(inc: Incident) -> list[str]:
 
 def _closed(inc: Incident) -> list[str]:
     missing = []
-    v = inc.validation
-    if v is not None and v.verdict != "Pass":
-        missing.append(f"a Pass verdict (the validation of {v.candidate} says {v.verdict})")
-    rc = inc.replay_check
-    if rc is None:
+    verdict = incident_verdict(inc)
+    if verdict is not None and verdict.verdict != PASS:
+        missing.append(
+            f"a PASS verdict (the validation of {verdict.candidate} says {verdict.headline})"
+        )
+    if inc.replay_check is None:
         missing.append("a production-like shape check of the candidate")
-    elif not rc.passed:
-        missing.append(f"production-like shapes for the candidate ({rc.reason})")
     if not inc.rollback_criteria:
         missing.append("rollback criteria")
     return missing

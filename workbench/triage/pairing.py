@@ -137,7 +137,9 @@ def rank_comparators(
             eligible = False
             reasons.append(
                 "locked tags differ: "
-                + ", ".join(f"{m.key} {m.failing_value} -> {m.other_value}" for m in bad)
+                + ", ".join(
+                    f"{m.key} {_known(m.failing_value)} -> {_known(m.other_value)}" for m in bad
+                )
             )
         n = int(row["n_requests"])
         if n < min_requests:
@@ -152,7 +154,10 @@ def rank_comparators(
         if inferred:
             reasons.append(
                 "differs only in "
-                + ", ".join(f"{m.key} {m.failing_value} -> {m.other_value}" for m in inferred)
+                + ", ".join(
+                    f"{m.key} {_known(m.failing_value)} -> {_known(m.other_value)}"
+                    for m in inferred
+                )
                 + ": isolates that change, taken as the suspect"
             )
         elif suspect is None and repeats_suspect:
@@ -161,7 +166,8 @@ def rank_comparators(
             )
         if suspect and sus is not None and sus["differs"]:
             reasons.append(
-                f"{suspect} {sus['other_value']} vs {sus['failing_value']}: isolates the suspect"
+                f"{suspect} {_known(sus['other_value'])} vs {_known(sus['failing_value'])}: "
+                "isolates the suspect"
             )
         elif suspect and repeats_suspect:
             reasons.append(f"same {suspect} as the failing run: a reproduction, not a comparison")
@@ -169,7 +175,8 @@ def rank_comparators(
             reasons.append(
                 "tags differ: "
                 + ", ".join(
-                    f"{d['key'][4:]} {d['failing_value']} -> {d['other_value']}" for d in soft
+                    f"{d['key'][4:]} {_known(d['failing_value'])} -> {_known(d['other_value'])}"
+                    for d in soft
                 )
             )
         apart = row["seconds_apart"]
@@ -211,6 +218,11 @@ def _isolated_family(mismatches: list[TagMismatch]) -> list[TagMismatch]:
     if keys and any(keys <= family for family in SUSPECT_FAMILIES):
         return mismatches
     return []
+
+
+def _known(value: object) -> str:
+    """A tag value for a sentence: an unknown (null) tag reads "unknown", never "None"."""
+    return "unknown" if value is None else str(value)
 
 
 def format_apart(seconds: float | None, *, compact: bool = False) -> str:

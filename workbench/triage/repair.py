@@ -31,6 +31,7 @@ from workbench.triage.incident_record import (
     STATUSES,
     RecordProblem,
     parse_record,
+    raw_version,
     record_from_raw,
 )
 
@@ -69,11 +70,11 @@ def _take_out(raw: dict[str, Any], exc: RecordProblem) -> tuple[str, Any]:
             where = f"{exc.where}.{unknown.group(1)}"
             return where, parent.pop(unknown.group(1))
     if not segs or not isinstance(segs[0], str):
-        raise WorkbenchError("$", f"cannot repair: {exc}")
+        raise RecordProblem(exc.where, exc.problem, repairable=False)
     top = segs[0]
     defaults = _defaults()
     if top not in defaults or top == "status":
-        raise WorkbenchError(f"$.{top}", f"cannot repair: {exc}; a required field, fix it by hand")
+        raise RecordProblem(exc.where, f"{exc.problem} (a required field)", repairable=False)
     value = raw.get(top)
     if isinstance(value, list) and len(segs) > 1 and isinstance(segs[1], int):
         return f"$.{top}[{segs[1]}]", value.pop(segs[1])
@@ -93,8 +94,7 @@ def repair_incident(store: Path, incident_id: str, actor: str) -> tuple[Incident
         raise WorkbenchError(
             str(path), f"cannot repair: {exc}; restore it or fix it by hand"
         ) from None
-    version = raw.get("version")
-    on_disk = version if isinstance(version, int) and not isinstance(version, bool) else 0
+    on_disk = raw_version(raw)
     taken: list[tuple[str, Any]] = []
     old_status = raw.get("status")
     for _ in range(_MAX_FIXES):
@@ -105,15 +105,20 @@ def repair_incident(store: Path, incident_id: str, actor: str) -> tuple[Incident
             if not exc.repairable:
                 raise WorkbenchError(str(path), f"cannot repair: {exc}; fix it by hand") from None
             if exc.where == "$.status":
-                raw["status"] = STATUSES[-1]  # lowered below to what the gates allow
+                raw["status"] = STATUSES[0]  # set below from the timeline and the gates
                 continue
-            taken.append(_take_out(raw, exc))
+            try:
+                taken.append(_take_out(raw, exc))
+            except RecordProblem as fatal:
+                raise WorkbenchError(str(path), f"cannot repair: {fatal}; fix it by hand") from None
     else:
         raise WorkbenchError(str(path), "cannot repair: too many problems; restore it")
     if inc.id != path.stem:
         raise WorkbenchError(str(path), f"holds incident {inc.id!r}; rename the file")
-    # An unknown status starts below closed: closing is an explicit act, never a repair's.
-    start = STATUSES.index(old_status) if old_status in STATUSES else len(STATUSES) - 2
+    # An unknown status is replaced by the last one the timeline recorded, never a guess further.
+    recorded = [e.status_to for e in inc.timeline if e.status_to in STATUSES]
+    known = old_status if old_status in STATUSES else (recorded[-1] if recorded else STATUSES[0])
+    start = STATUSES.index(known)
     status = next(s for s in reversed(STATUSES[: start + 1]) if not lifecycle.missing_for(inc, s))
     if not taken and status == old_status:
         return inc, []

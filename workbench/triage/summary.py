@@ -17,14 +17,17 @@ import msgspec
 import numpy as np
 
 from accel import stats
-from accel.stages import STAGE_NAMES, STAGES
+from accel.stages import DEFAULT_OWNER_ROLE, STAGE_NAMES, STAGES
 from workbench.errors import WorkbenchError
 from workbench.store import db
+from workbench.triage.audit_text import audit_line
+from workbench.triage.brief import build_brief
 from workbench.triage.guardrails import RunSamples
-from workbench.triage.incident import Incident, load_incident, now_iso
+from workbench.triage.incident import Incident, ReplayCheck, Validation, load_incident, now_iso
 from workbench.triage.judge import CONFIDENCE, N_BOOT, SEED
 from workbench.triage.owners import overdue_actions
 from workbench.triage.validation import load_samples
+from workbench.triage.verdict import candidate_verdict
 
 SUMMARY_SCHEMA: Final[str] = "workbench.closure_summary/1"
 IMPACT_QUANTILES: Final[tuple[tuple[str, float], ...]] = (("p95", 0.95), ("p99", 0.99))
@@ -62,19 +65,64 @@ def _delta_rows(
     return rows
 
 
-def impact(failing: RunSamples, comparator: RunSamples) -> dict[str, Any]:
-    """p95/p99 deltas failing - comparator, end to end then per stage, each with n and CI."""
+TRIAGE_INTERVAL: Final[str] = "triage: the trigger's interval (steady state, block bootstrap)"
+EXPORT_INTERVAL: Final[str] = "export: percentile bootstrap of every request"
+
+
+def _recorded_tail(inc: Incident) -> dict[str, Any] | None:
+    """The end-to-end tail gap the triage recorded (its stage_quantiles claim), if any."""
+    claim = next((c for c in inc.claims if c.query == "stage_quantiles"), None)
+    keys = ("p95_gap_ci", "p99_gap_ci", "failing_p99_us", "n_failing", "n_comparator")
+    return dict(claim.numbers) if claim and all(k in claim.numbers for k in keys) else None
+
+
+def _with_recorded(row: dict[str, Any], tail: dict[str, Any]) -> dict[str, Any]:
+    q = row["quantile"]
+    lo, hi = tail[f"{q}_gap_ci"]
+    base = float(tail[f"comparator_{q}_us"])
+    delta = float(tail[f"{q}_gap_us"])
+    return {
+        **row,
+        "failing_us": _num(float(tail[f"failing_{q}_us"])),
+        "comparator_us": _num(base),
+        "delta_us": _num(delta),
+        "ci_low_us": _num(float(lo)),
+        "ci_high_us": _num(float(hi)),
+        "delta_pct": _num(100.0 * delta / base) if base else None,
+        "n_failing": int(tail["n_failing"]),
+        "n_comparator": int(tail["n_comparator"]),
+        "interval": TRIAGE_INTERVAL,
+    }
+
+
+def impact(
+    failing: RunSamples, comparator: RunSamples, recorded: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """p95/p99 deltas failing - comparator, end to end then per stage, each with n and CI.
+
+    The end-to-end rows are the triage's own figures when it recorded them (`recorded`, the
+    stage_quantiles claim's numbers), so one gap has one interval in the claim, the impact
+    table, the brief and the app; the stages are bootstrapped here."""
     rows = _delta_rows(
         "end-to-end", failing.latency_us, comparator.latency_us, "failing", "comparator"
     )
     for s in STAGES:
         rows += _delta_rows(s, failing.stage_us[s], comparator.stage_us[s], "failing", "comparator")
+    rows = [{**r, "interval": EXPORT_INTERVAL} for r in rows]
+    if recorded is not None:
+        rows = [_with_recorded(r, recorded) if r["metric"] == "end-to-end" else r for r in rows]
     return {"confidence_level": CONFIDENCE, "rows": rows}
 
 
-def _reproduction(inc: Incident) -> dict[str, Any]:
+def _reproduction(inc: Incident, con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    about = {r["run_id"]: r for r in db.query(con, "run_summary", {}).to_pylist()}
     runs = [
-        {"role": role, "run_id": rid}
+        {
+            "role": role,
+            "run_id": rid,
+            "label": about.get(rid, {}).get("label"),
+            "imported_at": _iso(about.get(rid, {}).get("imported_at")),
+        }
         for role, rid in (
             ("failing", inc.failing),
             ("comparator", inc.comparator),
@@ -97,6 +145,159 @@ def _reproduction(inc: Incident) -> dict[str, Any]:
             }
         )
     return {"runs": runs, "tags": rows, "warnings": list(inc.pair_warnings)}
+
+
+def _iso(value: Any) -> str | None:
+    return (
+        None if value is None else str(value.isoformat() if hasattr(value, "isoformat") else value)
+    )
+
+
+# The evidence the app shows for a mechanism (Evidence screen), as facts failing vs comparator:
+# (query, [(column, label, unit, n column, what n counts)]).
+MECHANISM_EVIDENCE: Final[dict[str, tuple[str, list[tuple[str, str, str, str, str]]]]] = {
+    "fusion_memory_burst": (
+        "fusion_effect",
+        [
+            ("fused_ops", "fused ops", "count", "n_ops", "ops"),
+            (
+                "p95_group_working_set_bytes",
+                "p95 working set per fusion group",
+                "MB",
+                "fusion_groups",
+                "fusion-group instances",
+            ),
+        ],
+    ),
+    "recompile": (
+        "fallback_recompile_rates",
+        [
+            (
+                "requests_with_recompile",
+                "requests with a recompile",
+                "count",
+                "n_requests",
+                "requests",
+            )
+        ],
+    ),
+    "mapping_fallback": (
+        "fallback_recompile_rates",
+        [
+            (
+                "requests_with_fallback",
+                "requests with a fallback op",
+                "count",
+                "n_requests",
+                "requests",
+            )
+        ],
+    ),
+    "core_imbalance": (
+        "core_fairness",
+        [
+            (
+                "max_over_mean",
+                "busiest core over the mean",
+                "ratio",
+                "n_ops",
+                "ops on the first core",
+            )
+        ],
+    ),
+}
+
+
+def _fact_text(value: Any, unit: str) -> str:
+    if value is None:
+        return "unknown"
+    if unit == "MB":
+        return f"{float(value) / 1e6:,.0f} MB"
+    if unit == "count":
+        return f"{int(value):,}"
+    return f"{float(value):.3g}"
+
+
+def _mechanism_evidence(inc: Incident, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
+    """The mechanism's evidence query for the pair, its rows and the facts the brief quotes."""
+    loc = inc.localization
+    if (
+        loc is None
+        or not inc.failing
+        or not inc.comparator
+        or loc.mechanism not in MECHANISM_EVIDENCE
+    ):
+        return None
+    query, facts = MECHANISM_EVIDENCE[loc.mechanism]
+    params = {"failing": inc.failing, "comparator": inc.comparator}
+    rows = db.query(con, query, params).to_pylist()
+    first = {r["role"]: r for r in reversed(rows)}  # per-run figures repeat on every row
+    if set(first) != {"failing", "comparator"}:
+        return None
+    f, c = first["failing"], first["comparator"]
+    return {
+        "mechanism": loc.mechanism,
+        "query": query,
+        "parameters": params,
+        "facts": [
+            {
+                "label": label,
+                "column": col,
+                "failing": _num(float(f[col])) if f[col] is not None else None,
+                "comparator": _num(float(c[col])) if c[col] is not None else None,
+                "failing_text": _fact_text(f[col], unit),
+                "comparator_text": _fact_text(c[col], unit),
+                "n_failing": int(f[n_col]),
+                "n_comparator": int(c[n_col]),
+                "n_label": n_label,
+            }
+            for col, label, unit, n_col, n_label in facts
+        ],
+        "rows": [{k: _num(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows],
+    }
+
+
+def _fix(inc: Incident, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
+    """The candidate, how its tags differ from the failing run, and who watches its rollout."""
+    if not inc.candidate or not inc.failing or not inc.comparator:
+        return None
+    diff = db.query(
+        con,
+        "tag_diff",
+        {"failing": inc.failing, "others": [inc.comparator, inc.candidate], "locked": []},
+    ).to_pylist()
+    comp = {r["key"]: r["other_value"] for r in diff if r["run_id"] == inc.comparator}
+    tags = [
+        {
+            "key": r["key"],
+            "failing": r["failing_value"],
+            "comparator": comp.get(r["key"]),
+            "candidate": r["other_value"],
+        }
+        for r in diff
+        if r["run_id"] == inc.candidate and r["differs"]
+    ]
+    label = next(
+        (
+            r["label"]
+            for r in db.query(con, "run_summary", {}).to_pylist()
+            if r["run_id"] == inc.candidate
+        ),
+        None,
+    )
+    return {"candidate": inc.candidate, "label": label, "tags": tags, "watcher": _watcher(inc)}
+
+
+def _watcher(inc: Incident) -> str | None:
+    """Who watches the rollback triggers: the manifest stage's owner (the time shows there),
+    else the origin's, else whoever declared the incident."""
+    by_role = {o.role: o.person for o in inc.owners}
+    loc = inc.localization
+    for stage in (loc.manifest, loc.origin) if loc else ():
+        person = by_role.get(DEFAULT_OWNER_ROLE.get(stage, ""))
+        if person:
+            return f"{person} ({DEFAULT_OWNER_ROLE[stage]}, owns {stage})"
+    return inc.created_by or None
 
 
 def _compile_profile(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
@@ -145,6 +346,43 @@ def _closed_loop(
     }
 
 
+def _verdict_fields(v: Validation, check: ReplayCheck | None) -> dict[str, Any]:
+    cv = candidate_verdict(v, check)
+    return {
+        "verdict": cv.verdict,
+        "headline": cv.headline,
+        "reasons": cv.reasons,
+        "psi": cv.psi,
+        "unseen_share": cv.unseen_share,
+    }
+
+
+def _validation(inc: Incident) -> dict[str, Any] | None:
+    """The validation with the one verdict (verdict.py) and every cell's outcome and why; the
+    earlier candidates with theirs (a refusal stays in the summary after a later PASS)."""
+    if inc.validation is None:
+        return None
+    v = inc.validation
+    out: dict[str, Any] = {**msgspec.to_builtins(v), **_verdict_fields(v, inc.replay_check)}
+    cv = candidate_verdict(v, inc.replay_check)
+    out["cells"] = [
+        {**msgspec.to_builtins(c), "outcome": o.outcome, "why": o.why}
+        for c, o in zip(v.cells, cv.cells, strict=True)
+    ]
+    out["history"] = [
+        {
+            "candidate": h.candidate,
+            "validated_at": h.validated_at,
+            "validated_by": h.validated_by,
+            # Earlier candidates' shape checks are not kept: their stored verdict has it.
+            "verdict": h.verdict,
+            "reasons": h.reasons,
+        }
+        for h in inc.validation_history
+    ]
+    return out
+
+
 def build_summary(store: Path, incident_id: str, today: date | None = None) -> dict[str, Any]:
     """The closure summary of one incident as plain JSON-able data."""
     inc = load_incident(store, incident_id)
@@ -177,8 +415,10 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
                 except WorkbenchError as exc:
                     raise WorkbenchError(inc.id, f"cannot export: {exc.one_line()}") from exc
         if inc.failing and inc.comparator:
-            doc["impact"] = impact(samples[inc.failing], samples[inc.comparator])
-            doc["reproduction"] = _reproduction(inc)
+            doc["impact"] = impact(
+                samples[inc.failing], samples[inc.comparator], _recorded_tail(inc)
+            )
+            doc["reproduction"] = _reproduction(inc, con)
         else:
             doc["impact"] = doc["reproduction"] = None
             missing += ["impact", "reproduction"]
@@ -194,9 +434,13 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
         doc["closed_loop"] = _closed_loop(inc, con, samples, rows)
         if doc["closed_loop"] is None:
             missing.append("closed_loop")
+        doc["mechanism_evidence"] = _mechanism_evidence(inc, con)
+        doc["fix"] = _fix(inc, con)
+        if doc["fix"] is None:
+            missing.append("fix")
     finally:
         con.close()
-    doc["validation"] = msgspec.to_builtins(inc.validation) if inc.validation else None
+    doc["validation"] = _validation(inc)
     if inc.validation is None:
         missing.append("validation")
     doc["rollback_criteria"] = msgspec.to_builtins(inc.rollback_criteria)
@@ -216,6 +460,10 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
     if not inc.owners:
         missing.append("owners")
     doc["timeline"] = msgspec.to_builtins(inc.timeline)
-    doc["audit"] = msgspec.to_builtins(inc.audit)
+    doc["audit"] = [
+        {**msgspec.to_builtins(a), "line": audit_line(a.at, a.actor, a.field, a.old, a.new)}
+        for a in inc.audit
+    ]
     doc["missing"] = missing
-    return doc
+    # The brief opens the document (JSON key order too), built from everything above.
+    return {"schema": doc.pop("schema"), "brief": build_brief(doc), **doc}

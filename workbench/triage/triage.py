@@ -28,7 +28,7 @@ from accel.localize import (
 )
 from accel.ops import RunArrays
 from accel.primary_metric import primary_metric
-from accel.profiles import PROFILES, HardwareProfile, get_profile
+from accel.profiles import HardwareProfile, get_profile, match_profile
 from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.store.arrays import (
@@ -40,7 +40,7 @@ from workbench.store.arrays import (
     verify_present,
 )
 from workbench.store.layout import check_run_id, read_run_row
-from workbench.triage import evidence, heap, pairing, retuning
+from workbench.triage import evidence, graph_break, heap, pairing, retuning
 from workbench.triage.evidence import EvidenceTable, Interval, StageRow
 from workbench.triage.warmup import Warmup, warmup_of
 
@@ -207,10 +207,9 @@ def profile_for(hardware_tag: str | None, requested: str | None) -> tuple[Hardwa
             return get_profile(requested), ""
         except ValueError as exc:
             raise WorkbenchError(repr(requested), str(exc)) from exc
-    tag = (hardware_tag or "").lower()
-    for name in sorted(PROFILES, key=len, reverse=True):
-        if name in tag:
-            return get_profile(name), ""
+    name = match_profile(hardware_tag)
+    if name is not None:
+        return get_profile(name), ""
     return get_profile(DEFAULT_PROFILE), (
         f"no hardware profile matches run hardware {hardware_tag or 'unknown'}: replayed on "
         f"{DEFAULT_PROFILE} (pass --hardware)"
@@ -363,6 +362,14 @@ def _triage(
     claims = _claims(
         failing, comparator, latency, with_warmup, loc, tables, warm_f, recompiles, drift, hw
     )
+    if loc.mechanism == "graph_break":
+        params = {"run_id": failing}
+        gb = EvidenceTable("graph_breaks", params, db.query(con, "graph_breaks", params))
+        tables["graph_breaks"] = gb
+        p = graph_break.proof(gb, steady_f, steady_c, loc.mechanism_scores)
+        claims.insert(1, Claim(text=f"{p.text}; action: {p.action}", query=gb.query,
+                               parameters=gb.parameters, numbers={**p.numbers,
+                               "action": p.action}))  # fmt: skip
     step("done", 1.0)
     return TriageResult(
         failing=failing,
@@ -444,7 +451,8 @@ def _sla(con: duckdb.DuckDBPyConnection, run_id: str) -> float | None:
 def _load(con: duckdb.DuckDBPyConnection, run_id: str, warm: Warmup) -> RunArrays:
     """The run's steady state (warm-up requests left out); ops without per-op text lists,
     which nothing in a triage reads (their codes do), saving ~0.3 s and 80 MB per 5M ops."""
-    return load_run_arrays(con, run_id, skip_requests=warm.affected_requests, texts=False)
+    run = load_run_arrays(con, run_id, skip_requests=warm.affected_requests, texts=False)
+    return graph_break.with_regions(con, run)
 
 
 def _release_duckdb_memory(con: duckdb.DuckDBPyConnection) -> None:

@@ -37,7 +37,8 @@ from workbench.triage.incident import (
     modify,
     now_iso,
 )
-from workbench.triage.judge import CONFIDENCE, MARGINAL_THRESHOLD, PASS_THRESHOLD, judge
+from workbench.triage.judge import CONFIDENCE, judge
+from workbench.triage.verdict import PASS_THRESHOLD, candidate_verdict
 
 # PSI rule of thumb: < 0.1 stable, 0.1-0.25 moderate, > 0.25 a different population.
 PSI_THRESHOLD: Final[float] = 0.25
@@ -221,16 +222,21 @@ def compute_validation(
         baseline_role="comparator",
         guardrails=rails,
         cells=result.cells,
-        score=result.score,
+        score=0.0 if result.score is None else result.score,
         verdict=result.verdict,
         reasons=result.reasons,
         validated_at=now_iso(),
         validated_by=actor,
         confidence_level=CONFIDENCE,
         pass_threshold=PASS_THRESHOLD,
-        marginal_threshold=MARGINAL_THRESHOLD,
+        # No Marginal band any more: under the pass threshold is FAIL (verdict.py).
+        marginal_threshold=PASS_THRESHOLD,
     )
-    return validation, replay_check(failing, cand), rollback_criteria(rails, base)
+    check = replay_check(failing, cand)
+    # The record keeps the one verdict (shapes included), so history and `incident list` agree.
+    final = candidate_verdict(validation, check)
+    validation = msgspec.structs.replace(validation, verdict=final.verdict, reasons=final.reasons)
+    return validation, check, rollback_criteria(rails, base)
 
 
 def validate_incident(
@@ -263,7 +269,8 @@ def validate_incident(
             replay_check=check,
             rollback_criteria=[*criteria, *manual],
         )
-        verdict = f"{candidate}: {validation.verdict}, shapes {'ok' if check.passed else 'not ok'}"
+        # The timeline keeps every verdict, refusals with their PSI and unseen share.
+        verdict = candidate_verdict(validation, check).headline
         if inc.status == "validating":
             return lifecycle.note(inc, actor, "validated", verdict)
         return lifecycle.enter(inc, "validating", actor, verdict)

@@ -19,6 +19,7 @@ from workbench.store import db
 from workbench.triage import lifecycle
 from workbench.triage.guardrails import check_criterion
 from workbench.triage.incident import (
+    SEVERITIES,
     Action,
     Claim,
     Incident,
@@ -402,6 +403,32 @@ def reopen(
             inc, validation=None, validation_history=history, replay_check=None
         )
         return lifecycle.fall_back(inc, "assigned", actor, f"reopened: {reason.strip()}")
+
+    return modify(store, incident_id, actor, change, expected_version)
+
+
+def edit_header(
+    store: Path,
+    incident_id: str,
+    actor: str,
+    title: str | None = None,
+    severity: str | None = None,
+    expected_version: int | None = None,
+) -> Incident:
+    """Change the title and / or the severity (audited, old -> new); allowed in any status."""
+    if title is None and severity is None:
+        raise WorkbenchError(incident_id, "nothing to change: give a title or a severity")
+    if title is not None and not title.strip():
+        raise WorkbenchError(incident_id, "a title cannot be empty")
+    if severity is not None and severity not in SEVERITIES:
+        raise WorkbenchError(repr(severity), f"unknown severity (one of {', '.join(SEVERITIES)})")
+
+    def change(inc: Incident) -> Incident:
+        return msgspec.structs.replace(
+            inc,
+            title=inc.title if title is None else title.strip(),
+            severity=inc.severity if severity is None else severity,
+        )
 
     return modify(store, incident_id, actor, change, expected_version)
 

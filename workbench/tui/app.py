@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import importlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -17,18 +18,25 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.reactive import reactive
 
+from workbench.tui.confirm_modal import ConfirmModal
+from workbench.tui.contrast import ContrastFloor
 from workbench.tui.error_modal import ErrorModal, one_line
-from workbench.tui.help_screen import HelpScreen
 from workbench.tui.incident_header import STEPS, IncidentLine
-from workbench.tui.keymap import BindingInfo, apply_overrides, catalogue
 from workbench.tui.palette import WorkbenchCommands
 from workbench.tui.runs_screen import RunsScreen
 from workbench.tui.step_screen import StepScreen
 
+# (mode name, screen title): where "Resuming ... at <screen>" says the app returns.
+STEP_TITLES = {mode: f"{key} {title}" for mode, key, title in STEPS}
+NO_INCIDENT = "No incident yet: on Runs (1), press f on the failing run."
+
 if TYPE_CHECKING:
+    from textual.filter import LineFilter
+
     from workbench.store.runs import RunSummary
     from workbench.triage.incident import Incident, RollbackCriterion
     from workbench.triage.owners import Roster
+    from workbench.tui.keymap import BindingInfo
 
 IncidentChange = Callable[[Path, "Incident | None", str], "Incident"]
 
@@ -80,6 +88,7 @@ class WorkbenchApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q,ctrl+q", "quit", "Quit", id="app.quit"),
         Binding("question_mark,f1", "help", "Help", id="app.help"),
+        Binding("0", "incidents", "Incidents", id="app.incidents", show=False),
         Binding("ctrl+p", "command_palette", "Palette", id="app.palette", show=False),
         *(
             Binding(key, f"goto('{mode}')", f"Go to {title}", id=f"app.goto_{mode}", show=False)
@@ -93,12 +102,17 @@ class WorkbenchApp(App[int]):
         """A worker saved (or loaded) the incident record."""
 
         def __init__(
-            self, incident: Incident | None, goto: str | None = None, resumed: bool = False
+            self,
+            incident: Incident | None,
+            goto: str | None = None,
+            resumed: bool = False,
+            switched: bool = False,
         ) -> None:
             super().__init__()
             self.incident = incident
             self.goto = goto
             self.resumed = resumed
+            self.switched = switched  # another incident than the one shown before
 
     def __init__(
         self,
@@ -107,9 +121,13 @@ class WorkbenchApp(App[int]):
         *,
         clock: Callable[[], datetime] | None = None,
         actor: str | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         super().__init__()
+        from workbench.store.workspace import state_home  # stdlib only; no data stack
+
         self.store = store
+        self.state_dir = state_dir or state_home()
         self.user_keymap = dict(keymap or {})
         self._clock = clock or (lambda: datetime.now(UTC))
         self.actor = actor or _current_user()
@@ -123,6 +141,13 @@ class WorkbenchApp(App[int]):
         self.triage_status = "idle"  # idle | running | failed
         self.triage_progress = ""
         self._triage_for: tuple[str, str] | None = None
+        self._resume_started = False
+        self._contrast = ContrastFloor()
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters (NO_COLOR's monochrome among them), then the contrast floor: every
+        character at WCAG AA contrast, in colour, 256 colours and NO_COLOR alike."""
+        return [*super().get_line_filters(), self._contrast]
 
     # -- state shown everywhere -------------------------------------------------------------
 
@@ -149,19 +174,62 @@ class WorkbenchApp(App[int]):
     def on_mount(self) -> None:
         if self.user_keymap:
             self.set_keymap(self.user_keymap)
-        self.resume_incident()
+        self.mode_change_signal.subscribe(self, self._mode_changed)
+
+    def on_runs_screen_runs_loaded(self, _message: object) -> None:
+        self.resume_once()
+
+    def resume_once(self) -> None:
+        """Read the incident once the runs list is in (or failed): reading the record loads
+        pyarrow, which would compete with painting the first screen for the GIL."""
+        if not self._resume_started:
+            self._resume_started = True
+            self.resume_incident()
 
     @work(thread=True, exit_on_error=False, group="incident", description="Open the incident")
     def resume_incident(self) -> None:
         from workbench.triage.incident import list_incidents, load_incident
+        from workbench.tui.resume_state import last_place
 
-        # The open incident updated last; else the last closed one (to export it again).
+        # Where this store was left last; else the open incident updated last, else the last
+        # closed one (to export it again), at the step its status is at.
         found = list_incidents(self.store)
-        open_ones = [s for s in found if s.status != "closed"] or found
-        inc = load_incident(self.store, open_ones[0].id) if open_ones else None
+        place = last_place(self.state_dir, self.store)
+        known = {s.id for s in found}
+        if place is not None and place[0] in known and place[1] in SCREENS:
+            inc = load_incident(self.store, place[0])
+            goto: str | None = place[1]
+        else:
+            open_ones = [s for s in found if s.status != "closed"] or found
+            inc = load_incident(self.store, open_ones[0].id) if open_ones else None
+            goto = _resume_step(inc)
         with self._save_lock:
             self._latest = inc
-        self.post_message(self.IncidentSaved(inc, goto=_resume_step(inc), resumed=True))
+        self.post_message(self.IncidentSaved(inc, goto=goto, resumed=True))
+
+    @work(thread=True, exit_on_error=False, group="incident", description="Switch incident")
+    def open_incident(self, incident_id: str, reopen_reason: str = "") -> None:
+        """Make `incident_id` the app's incident (reopening it first when a reason is given)."""
+        from workbench.triage import workflow
+        from workbench.triage.incident import load_incident
+
+        with self._save_lock:
+            if reopen_reason:
+                inc = workflow.reopen(self.store, incident_id, self.actor, reopen_reason)
+            else:
+                inc = load_incident(self.store, incident_id)
+            self._latest = inc
+        self.post_message(self.IncidentSaved(inc, goto=_resume_step(inc), switched=True))
+
+    def _mode_changed(self, mode: str) -> None:
+        inc = self.incident
+        if inc is None or not self.incident_loaded:
+            return
+        from workbench.tui.resume_state import remember
+
+        # An unwritable state folder costs only the exact resume, never the work.
+        with contextlib.suppress(OSError):
+            remember(self.state_dir, self.store, inc.id, mode)
 
     @work(thread=True, exit_on_error=False, group="incident", description="Reload the incident")
     def reload_incident(self) -> None:
@@ -207,10 +275,18 @@ class WorkbenchApp(App[int]):
             self.fraction = fraction
 
     def on_workbench_app_incident_saved(self, message: IncidentSaved) -> None:
+        if message.switched:
+            self.pending_failing = None
+            self._triage_for = None
+            self.triage_status, self.triage_progress = "idle", ""
         self.incident = message.incident
         self.incident_loaded = True
         self.start_triage()
         self.incident_rev += 1
+        inc = message.incident
+        if inc is not None and (message.resumed or message.switched) and message.goto:
+            verb = "Resuming" if message.resumed else "Switched to"
+            self.notify(f"{verb} {inc.id} ({inc.status}) at {STEP_TITLES[message.goto]}.")
         # On resume, jump to where the work stands unless the user already moved on.
         if message.goto and (not message.resumed or self.current_mode == self.DEFAULT_MODE):
             # Navigation is an action, as if the user pressed the step's key: it runs after
@@ -331,14 +407,20 @@ class WorkbenchApp(App[int]):
         """Declare an incident for run_id, or re-pair the open one with run_id as failing."""
         inc = self.incident
         if inc is not None and inc.status != "closed" and inc.failing not in (None, run_id):
-            self.pending_failing = run_id
-            self.notify(
-                f"{inc.id} pairs {inc.failing} vs {inc.comparator}; choose a comparator for "
-                f"{run_id} to re-pair it.",
-                severity="warning",
+
+            def repoint() -> None:
+                self.pending_failing = run_id
+                self.incident_rev += 1
+                self.switch_mode("pair")
+
+            self.confirm(
+                f"{inc.id} is about {inc.failing} (vs {inc.comparator or 'no comparator yet'}). "
+                f"Re-point it at {run_id}? Nothing changes until you pick a comparator for "
+                f"{run_id} on 2 Pair; then its triage is redone.\n"
+                "For a separate incident answer n, then 0 (Incidents) and n (new).",
+                repoint,
+                yes=f"re-point at {run_id}",
             )
-            self.incident_rev += 1
-            self.switch_mode("pair")
             return
         self.pending_failing = None
         if inc is not None and inc.status != "closed" and inc.failing == run_id:
@@ -421,9 +503,7 @@ class WorkbenchApp(App[int]):
         someone else (the CLI, another app) is a conflict, never silently overwritten.
         """
         if self.incident is None:
-            self.notify(
-                "No incident yet: on Runs (1), press f on the failing run.", severity="warning"
-            )
+            self.notify(NO_INCIDENT, severity="warning")
             return
 
         def change(store: Path, inc: Incident | None, actor: str) -> Incident:
@@ -469,6 +549,18 @@ class WorkbenchApp(App[int]):
         self._with_id("Save the rollback criteria", call)
 
     def close_incident(self) -> None:
+        inc = self.incident
+        if inc is None:
+            self.notify(NO_INCIDENT, severity="warning")
+            return
+        self.confirm(
+            f"Close {inc.id}? Its record stops changing; reopening needs a reason. "
+            "The summary can be exported after.",
+            self._close_now,
+            yes=f"close {inc.id}",
+        )
+
+    def _close_now(self) -> None:
         def call(store: Path, iid: str, actor: str, version: int) -> Incident:
             from workbench.triage import workflow
 
@@ -491,27 +583,87 @@ class WorkbenchApp(App[int]):
             self.switch_mode(mode)
 
     def action_help(self) -> None:
+        from workbench.tui.help_screen import HelpScreen  # its table is not needed at start
+
         self.push_screen(HelpScreen(self.binding_catalogue()))
+
+    def confirm(self, question: str, then: Callable[[], object], yes: str = "Yes") -> None:
+        """Ask `question`; run `then` only on yes."""
+
+        def answered(ok: bool | None) -> None:
+            if ok:
+                then()
+
+        self.push_screen(ConfirmModal(question, yes), answered)
+
+    async def action_quit(self) -> None:
+        if isinstance(self.screen, ConfirmModal):
+            return
+        inc = self.incident
+        where = (
+            f"; next start resumes {inc.id} at {STEP_TITLES.get(self.current_mode, '')}"
+            if inc is not None
+            else ""
+        )
+        self.confirm(f"Quit the workbench? Everything is saved{where}.", self.exit, yes="quit")
+
+    def action_incidents(self) -> None:
+        from workbench.tui.incidents_screen import IncidentsScreen
+
+        current = self.incident.id if self.incident else None
+        self.push_screen(IncidentsScreen(self.store, current), self._incident_chosen)
+
+    def _incident_chosen(self, choice: tuple[str, str, str] | None) -> None:
+        if choice is None:
+            return
+        kind, incident_id, reason = choice
+        if kind == "new":
+            # The next f on Runs declares a new incident; the others stay as they are.
+            with self._save_lock:
+                self._latest = None
+            self.incident = None
+            self.pending_failing = None
+            self._triage_for = None
+            self.triage_status, self.triage_progress = "idle", ""
+            self.incident_rev += 1
+            self.switch_mode("runs")
+            self.notify("New incident: highlight its failing run and press f.")
+            return
+        self.open_incident(incident_id, reason)
 
     def binding_catalogue(self) -> list[BindingInfo]:
         """Every binding with its id and current keys (the keymap applied)."""
+        from workbench.tui.keymap import apply_overrides, catalogue
+
         return apply_overrides(catalogue(binding_scopes()), self.user_keymap)
 
 
 def binding_scopes() -> list[tuple[str, list[BindingType]]]:
     """(scope, bindings) of the app and of every screen, in flow order."""
+    from workbench.tui.help_screen import HelpScreen
+    from workbench.tui.incidents_screen import IncidentsScreen
     from workbench.tui.ingest_screen import IngestScreen
+    from workbench.tui.path_input import PathInput
+    from workbench.tui.request_screen import RequestScreen
+    from workbench.tui.timeline import Timeline
 
     scopes: list[tuple[str, list[BindingType]]] = [("everywhere", WorkbenchApp.BINDINGS)]
     for mode, _key, title in STEPS:
         scopes.append((title, list(screen_class(mode).BINDINGS)))
+    scopes.append(("Request drill-down", list(RequestScreen.BINDINGS)))
+    scopes.append(("Timeline", list(Timeline.BINDINGS)))
+    scopes.append(("Incidents", list(IncidentsScreen.BINDINGS)))
     scopes.append(("Ingest", list(IngestScreen.BINDINGS)))
+    scopes.append(("Path field", list(PathInput.BINDINGS)))
+    scopes.append(("Confirm", list(ConfirmModal.BINDINGS)))
     scopes.append(("Help", list(HelpScreen.BINDINGS)))
     scopes.append(("Error", list(ErrorModal.BINDINGS)))
     return scopes
 
 
 def known_binding_ids() -> list[str]:
+    from workbench.tui.keymap import catalogue
+
     return [info.id for info in catalogue(binding_scopes())]
 
 

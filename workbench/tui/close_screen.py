@@ -9,31 +9,37 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import Input, Label, Static, TextArea
+from textual.widgets import Input, Label, Static, TabbedContent, TabPane, TextArea
 
+from workbench.terminal_text import lines_for_terminal
 from workbench.tui.step_screen import StepScreen
 
 
 class CloseScreen(StepScreen):
     """Preview the summary; close when every gate passes; export and copy the path."""
 
-    AUTO_FOCUS = "#summary-preview"
+    AUTO_FOCUS = "#brief-scroll"
     STEP = "close"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("x", "close_incident", "Close incident", id="close.close"),
-        Binding("m", "export('md')", "Export .md", id="close.export_md"),
-        Binding("j", "export('json')", "Export .json", id="close.export_json"),
-        Binding("d", "edit_dir", "Export folder", id="close.export_dir"),
-        Binding("r", "preview", "Refresh preview", id="close.refresh"),
+        Binding("x", "close_incident", "Close", id="close.close"),
+        Binding("m", "export('md')", "Export md", id="close.export_md"),
+        Binding("j", "export('json')", "Export json", id="close.export_json"),
+        Binding("d", "edit_dir", "Folder", id="close.export_dir"),
+        Binding("r", "preview", "Refresh", id="close.refresh", show=False),
+        Binding("right_square_bracket", "tab", "Next view", id="close.next_view", show=False),
+        Binding("left_square_bracket", "tab", "Prev view", id="close.prev_view", show=False),
         Binding("escape", "leave_input", "Back", id="close.back", show=False),
     ]
 
     class Previewed(Message):
-        def __init__(self, version: int, markdown: str, missing: list[str]) -> None:
+        def __init__(
+            self, version: int, brief: list[str], markdown: str, missing: list[str]
+        ) -> None:
             super().__init__()
             self.version = version
+            self.brief = brief
             self.markdown = markdown
             self.missing = missing
 
@@ -51,12 +57,20 @@ class CloseScreen(StepScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="close-gate")
-        # No soft wrap: the summary's wide tables scroll sideways, and wrapping a long summary
-        # costs the handler that loads it several times as much.
-        yield TextArea("", id="summary-preview", read_only=True, soft_wrap=False, show_cursor=True)
+        with TabbedContent(id="close-tabs"):
+            # The brief wraps (it is short); the whole summary does not: its wide tables
+            # scroll sideways, and wrapping it costs the handler that loads it several times.
+            with TabPane("Brief", id="tab-brief"), VerticalScroll(id="brief-scroll"):
+                yield Static("Building the brief...", id="brief-text")
+            with TabPane("Full summary (Markdown)", id="tab-summary"):
+                yield TextArea(
+                    "", id="summary-preview", read_only=True, soft_wrap=False, show_cursor=True
+                )
         with Horizontal(classes="field"):
             yield Label("folder", classes="field-label")
-            yield Input(str(Path.cwd()), id="export-dir", compact=True)
+            # workbench.triage.export.export_dir() of the app's state folder (not imported here:
+            # that module pulls in the data stack, which the first paint must not wait for).
+            yield Input(str(self.wb.state_dir / "exports"), id="export-dir", compact=True)
 
     def refresh_view(self) -> None:
         inc = self.wb.incident
@@ -79,20 +93,33 @@ class CloseScreen(StepScreen):
         description="Build the summary",
     )
     def preview(self, incident_id: str, version: int) -> None:
-        from workbench.triage.export import export_text
+        from workbench.triage.brief import lines_of
+        from workbench.triage.export_md import render_markdown
         from workbench.triage.incident import load_incident
         from workbench.triage.lifecycle import missing_for
+        from workbench.triage.summary import build_summary
 
         inc = load_incident(self.wb.store, incident_id)
         missing = [] if inc.status == "closed" else missing_for(inc, "closed")
+        # One summary for both views (export_text would build it again for the Markdown).
+        doc = build_summary(self.wb.store, incident_id)
         self.post_message(
-            self.Previewed(version, export_text(self.wb.store, incident_id, "md"), missing)
+            self.Previewed(version, lines_of(doc["brief"]), render_markdown(doc), missing)
         )
 
     def on_close_screen_previewed(self, message: Previewed) -> None:
         self.missing = message.missing
         area = self.query_one("#summary-preview", TextArea)
         area.load_text(message.markdown)
+        brief = Text()
+        for i, line in enumerate(message.brief):
+            label, sep, rest = line.partition(": ")
+            if i and sep and not line.startswith(" "):
+                brief.append(label + sep, "bold")
+                brief.append(lines_for_terminal(rest) + "\n")
+            else:
+                brief.append(lines_for_terminal(line) + "\n", "bold" if i == 0 else "")
+        self.query_one("#brief-text", Static).update(brief)
         self.update_gate()
 
     def update_gate(self) -> None:
@@ -103,7 +130,7 @@ class CloseScreen(StepScreen):
         if inc.status == "closed":
             gate.update(Text.assemble((f"{inc.id} is closed. ", "bold green"), self._export_line()))
             self.set_hint(
-                "Export the summary: m (Markdown) or j (JSON); the path is copied to the clipboard."
+                "Export: m (Markdown) or j (JSON) into the folder below (d edits); ] full summary."
             )
         elif self.missing is None:
             gate.update("Checking what closing still needs...")
@@ -117,7 +144,7 @@ class CloseScreen(StepScreen):
             )
         else:
             gate.update(Text.assemble(("Every gate passes. ", "bold green"), self._export_line()))
-            self.set_hint("Next: press x to close the incident, then m / j to export the summary.")
+            self.set_hint("Next: x closes the incident, then m / j export it; ] full summary.")
 
     def _export_line(self) -> str:
         return f"Last export: {self.last_export}" if self.last_export else "Not exported yet."
@@ -130,9 +157,21 @@ class CloseScreen(StepScreen):
         if inc is None:
             self.notify("No incident to export.", severity="warning")
             return
-        folder = Path(self.query_one("#export-dir", Input).value.strip() or ".").expanduser()
+        text = self.query_one("#export-dir", Input).value.strip()
+        folder = Path(text).expanduser() if text else self.wb.state_dir / "exports"
+        path = folder / f"{inc.id}.{fmt}"  # as default_export_path names it
+        if not folder.is_dir() and not folder.exists():
+            self.wb.confirm(
+                f"The export folder {folder} does not exist. Create it and export there?",
+                lambda: self._export(inc.id, fmt, path, create=True),
+                yes="create the folder",
+            )
+            return
+        self._export(inc.id, fmt, path)
+
+    def _export(self, incident_id: str, fmt: str, path: Path, create: bool = False) -> None:
         self.set_hint(f"Exporting {fmt}...")
-        self.export(inc.id, fmt, folder / f"{inc.id}-summary.{fmt}")
+        self.export(incident_id, fmt, path, create)
 
     @work(
         thread=True,
@@ -141,14 +180,14 @@ class CloseScreen(StepScreen):
         group="export",
         description="Export the summary",
     )
-    def export(self, incident_id: str, fmt: str, path: Path) -> None:
+    def export(self, incident_id: str, fmt: str, path: Path, create: bool = False) -> None:
         from workbench.errors import WorkbenchError
         from workbench.triage.export import export_text, write_export
 
-        if not path.parent.is_dir():
+        if not create and not path.parent.is_dir():
             raise WorkbenchError(str(path.parent), "export folder does not exist")
         text = export_text(self.wb.store, incident_id, fmt)
-        write_export(path, text)
+        write_export(path, text, create_folders=create)
         self.post_message(self.Exported(path.resolve(), len(text.encode())))
 
     def on_close_screen_exported(self, message: Exported) -> None:
@@ -166,7 +205,13 @@ class CloseScreen(StepScreen):
         self.action_leave_input()
 
     def action_leave_input(self) -> None:
-        self.query_one("#summary-preview", TextArea).focus()
+        self.query_one("#brief-scroll").focus()
+
+    def action_tab(self) -> None:
+        tabs = self.query_one("#close-tabs", TabbedContent)
+        tabs.active = "tab-summary" if tabs.active == "tab-brief" else "tab-brief"
+        target = "#summary-preview" if tabs.active == "tab-summary" else "#brief-scroll"
+        self.query_one(target).focus()
 
     def worker_failed(self, worker: object) -> None:
         self.update_gate()

@@ -14,6 +14,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
+from workbench.tui.marked_table import MarkedTable
 from workbench.tui.plot_box import fresh_plot
 from workbench.tui.step_screen import StepScreen
 from workbench.tui.units import ms, pct
@@ -154,8 +155,9 @@ class EvidenceScreen(StepScreen):
     STEP = "evidence"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right_square_bracket", "tab(1)", "Next view", id="evidence.next_view"),
-        Binding("left_square_bracket", "tab(-1)", "Prev view", id="evidence.prev_view"),
-        Binding("r", "reload", "Reload", id="evidence.reload"),
+        Binding("left_square_bracket", "tab(-1)", "Prev view", id="evidence.prev_view", show=False),
+        Binding("r", "reload", "Reload", id="evidence.reload", show=False),
+        Binding("o", "drill", "Request", id="evidence.drill"),
     ]
 
     class Loaded(Message):
@@ -172,13 +174,13 @@ class EvidenceScreen(StepScreen):
     def compose_body(self) -> ComposeResult:
         with TabbedContent(id="evidence-tabs"):
             with TabPane("Tail", id="tab-tail"):
-                yield DataTable(id="stage-table", cursor_type="row", zebra_stripes=True)
+                yield MarkedTable(id="stage-table")
                 yield Static("", id="stage-detail", classes="detail")
             with TabPane("Distribution", id="tab-dist"):
                 yield Vertical(id="dist-box")
             for tab_id, title, _q, _cols, note in VIEWS:
                 with TabPane(title, id=f"tab-{tab_id}"):
-                    yield DataTable(id=f"view-{tab_id}", cursor_type="row", zebra_stripes=True)
+                    yield MarkedTable(id=f"view-{tab_id}")
                     yield Static(note, classes="detail")
 
     def on_mount(self) -> None:
@@ -323,6 +325,18 @@ class EvidenceScreen(StepScreen):
                 view.add_row(*(fmt(r.get(key)) for key, _h, fmt in cols))
             if not rows:
                 view.add_row("none", *([""] * (len(cols) - 1)))
+
+    @on(DataTable.RowSelected, "#stage-table")
+    def _stage_selected(self) -> None:
+        self.action_drill()
+
+    def action_drill(self) -> None:
+        t = self.query_one("#stage-table", DataTable)
+        stage = None
+        if t.row_count:
+            key = t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value
+            stage = None if key is None else str(key)
+        self.open_request(stage)
 
     @on(DataTable.RowHighlighted, "#stage-table")
     def _stage_highlighted(self) -> None:

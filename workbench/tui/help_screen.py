@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from workbench.tui.keymap import BindingInfo
+from workbench.tui.marked_table import MarkedTable
 
 
 class HelpScreen(ModalScreen[None]):
@@ -31,7 +32,7 @@ class HelpScreen(ModalScreen[None]):
                 "do next. Arrows move, Enter picks, Tab moves focus, Ctrl+P searches actions.",
                 id="help-title",
             )
-            yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
+            yield MarkedTable(id="help-table")
             yield Static(
                 'Rebind: workbench --keymap FILE; FILE holds [keys] with "id" = "key". Esc closes.',
                 classes="hint",

@@ -45,8 +45,10 @@ def elapsed(since: datetime, now: datetime) -> str:
     return f"{days}d {clock}" if days else clock
 
 
-def incident_text(line: IncidentLine | None, now: datetime) -> Text:
-    """The first header line."""
+def incident_text(line: IncidentLine | None, now: datetime, loading: bool = False) -> Text:
+    """The first header line (while the record is read: says so, never "No incident yet")."""
+    if line is None and loading:
+        return Text("Opening the incident record...", "bold")
     if line is None:
         return Text.assemble(
             ("No incident yet", "bold"),
@@ -95,4 +97,5 @@ class IncidentHeader(Vertical):
         app = self.app
         line: IncidentLine | None = getattr(app, "incident_line", lambda: None)()
         now: datetime = app.now()  # type: ignore[attr-defined]
-        self.query_one("#incident-line", Static).update(incident_text(line, now))
+        loading = not getattr(app, "incident_loaded", True)
+        self.query_one("#incident-line", Static).update(incident_text(line, now, loading))

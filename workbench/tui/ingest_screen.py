@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -17,6 +18,8 @@ from textual.worker import Worker, WorkerState
 
 from workbench.errors import WorkbenchError
 from workbench.tui.error_modal import ErrorModal, one_line
+from workbench.tui.path_complete import MAX_LISTED, expand, near_misses
+from workbench.tui.path_input import PathInput
 
 if TYPE_CHECKING:
     from workbench.store.progress import IngestProgress
@@ -34,9 +37,10 @@ class IngestScreen(ModalScreen[str | None]):
     """Pick a trace file, describe the run, import it with progress; Esc cancels."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+s", "start", "Start import", id="ingest.start"),
-        Binding("ctrl+t", "focus_tree", "Browse files", id="ingest.browse"),
-        Binding("escape", "cancel", "Cancel / close", id="ingest.cancel"),
+        Binding("ctrl+s", "start", "Import", id="ingest.start"),
+        Binding("ctrl+t", "focus_tree", "Browse", id="ingest.browse"),
+        Binding("backspace", "tree_up", "Folder up", id="ingest.up"),
+        Binding("escape", "cancel", "Cancel", id="ingest.cancel"),
     ]
 
     class Progressed(Message):
@@ -61,7 +65,7 @@ class IngestScreen(ModalScreen[str | None]):
             yield Static("[b]Ingest a trace[/b] into " + str(self.store), id="ingest-title")
             with Horizontal(classes="field"):
                 yield Label("file  ", classes="field-label")
-                yield Input(str(self.start_dir) + "/", id="ingest-path", compact=True)
+                yield PathInput(str(self.start_dir) + "/", self.start_dir, id="ingest-path")
             yield DirectoryTree(self.start_dir, id="ingest-tree")
             with Horizontal(classes="field"):
                 yield Label("run id", classes="field-label")
@@ -76,7 +80,8 @@ class IngestScreen(ModalScreen[str | None]):
                 yield Input(placeholder="key=value, key=value", id="ingest-tags", compact=True)
             yield ProgressBar(total=1, id="ingest-progress", show_eta=False)
             yield Static(
-                "Type a path or Ctrl+T to browse (Enter picks a file); Ctrl+S imports; Esc cancels.",
+                "Type a path (Tab completes, Enter opens a folder below) or Ctrl+T to browse "
+                "(Enter picks, Backspace goes up); Ctrl+S imports; Esc cancels.",
                 id="ingest-status",
                 classes="hint",
                 markup=False,
@@ -90,12 +95,66 @@ class IngestScreen(ModalScreen[str | None]):
         self.query_one("#ingest-path", Input).value = str(event.path)
         self.query_one("#ingest-run-id", Input).focus()
 
+    @on(DirectoryTree.DirectorySelected)
+    def _folder_picked(self, event: DirectoryTree.DirectorySelected) -> None:
+        self.query_one("#ingest-path", Input).value = os.path.join(event.path, "")
+
+    @on(PathInput.Completed)
+    def _completed(self, event: PathInput.Completed) -> None:
+        path = expand(event.path_input.value, self.start_dir)
+        if path.is_dir():
+            self.reroot(path)
+        if event.candidates:
+            shown = "  ".join(event.candidates[:MAX_LISTED])
+            more = len(event.candidates) - MAX_LISTED
+            self._status(f"{shown}" + (f"  (+{more} more)" if more > 0 else ""))
+        elif path.is_file():
+            self._status("Enter goes on to the run id; Ctrl+S imports now.")
+
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "ingest-tags":
             self.action_start()
+        elif event.input.id == "ingest-path":
+            self.path_entered()
         else:
             self.focus_next()
+
+    def path_entered(self) -> None:
+        """Enter on the path: a folder re-roots the tree there, a file moves on, anything else
+        says what is near (and the field keeps the focus to fix it)."""
+        field = self.query_one("#ingest-path", Input)
+        path = expand(field.value, self.start_dir)
+        if path.is_dir():
+            self.reroot(path)
+            if not field.value.endswith("/"):
+                field.value += "/"
+                field.cursor_position = len(field.value)
+            self._status(f"Listing {path}: type a name (Tab completes) or Ctrl+T to browse.")
+        elif path.is_file():
+            self.query_one("#ingest-run-id", Input).focus()
+        else:
+            self._status(self.missing_text(path))
+            field.focus()
+
+    @staticmethod
+    def missing_text(path: Path) -> str:
+        near = near_misses(path)
+        hint = f" Did you mean {' or '.join(near)}?" if near else " Tab completes what exists."
+        return f"No such file: {path}.{hint}"
+
+    def reroot(self, folder: Path) -> None:
+        tree = self.query_one("#ingest-tree", DirectoryTree)
+        if Path(tree.path) != folder:
+            tree.path = folder
+
+    def action_tree_up(self) -> None:
+        tree = self.query_one("#ingest-tree", DirectoryTree)
+        if not tree.has_focus:
+            return
+        parent = Path(tree.path).resolve().parent
+        tree.path = parent
+        self.query_one("#ingest-path", Input).value = os.path.join(parent, "")
 
     def action_focus_tree(self) -> None:
         self.query_one("#ingest-tree", DirectoryTree).focus()
@@ -106,14 +165,19 @@ class IngestScreen(ModalScreen[str | None]):
     def action_start(self) -> None:
         if self.cancel_event is not None:
             return
-        path = Path(self.query_one("#ingest-path", Input).value.strip()).expanduser()
+        path = expand(self.query_one("#ingest-path", Input).value, self.start_dir)
         try:
             tags = parse_tags(self.query_one("#ingest-tags", Input).value)
         except WorkbenchError as exc:
             self._status(f"Cannot start: {exc.one_line()}")
             return
         if not path.is_file():
-            self._status(f"Cannot start: {path}: not a file; pick one with Ctrl+T")
+            self._status(
+                f"Cannot start: {path} is a folder; pick a file in it (Tab completes)."
+                if path.exists()
+                else f"Cannot start: {self.missing_text(path)}"
+            )
+            self.query_one("#ingest-path", Input).focus()
             return
         run_id = self.query_one("#ingest-run-id", Input).value.strip() or None
         label = self.query_one("#ingest-label", Input).value.strip() or None
@@ -174,7 +238,11 @@ class IngestScreen(ModalScreen[str | None]):
                 return
             cause = one_line(event.worker.error)
             self._status(f"Import failed: {cause} (store unchanged). Fix and Ctrl+S, or Esc.")
-            self.app.push_screen(ErrorModal("Import failed", cause))
+            # Back from the modal, keys go to the path field: the next try starts there.
+            self.app.push_screen(
+                ErrorModal("Import failed", cause),
+                lambda _: self.query_one("#ingest-path", Input).focus(),
+            )
 
     def action_cancel(self) -> None:
         if self.cancel_event is not None:

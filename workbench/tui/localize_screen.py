@@ -11,16 +11,18 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
+from workbench.tui.localize_text import (
+    METRIC_COLUMNS,
+    METRIC_LEGEND,
+    REPLAY_COLUMNS,
+    REPLAY_LEGEND,
+    capped_gain,
+    verdict_text,
+)
+from workbench.tui.marked_table import MarkedTable
 from workbench.tui.plot_box import fresh_plot
 from workbench.tui.step_screen import NEXT_STEP, StepScreen
 from workbench.tui.units import ms, pct
-
-
-def _iv(d: dict[str, Any] | None) -> str:
-    """An interval dict {value, lo, hi} in us as 'v [lo, hi] ms'."""
-    if not d:
-        return "-"
-    return f"{ms(d.get('value'))} [{ms(d.get('lo'))}, {ms(d.get('hi'))}] ms"
 
 
 def _num(x: Any) -> str:
@@ -38,13 +40,14 @@ def _num(x: Any) -> str:
 class LocalizeScreen(StepScreen):
     """The triage verdict with what proves it; c confirms the classification."""
 
-    AUTO_FOCUS = "#replay-table"
+    AUTO_FOCUS = "#localize-tabs Tabs"
     STEP = "localize"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("c", "classify", "Confirm classification", id="localize.classify"),
-        Binding("t", "retriage", "Re-run triage", id="localize.retriage"),
+        Binding("c", "classify", "Confirm", id="localize.classify"),
+        Binding("t", "retriage", "Re-triage", id="localize.retriage"),
+        Binding("o", "drill", "Request", id="localize.drill"),
         Binding("right_square_bracket", "tab(1)", "Next view", id="localize.next_view"),
-        Binding("left_square_bracket", "tab(-1)", "Prev view", id="localize.prev_view"),
+        Binding("left_square_bracket", "tab(-1)", "Prev view", id="localize.prev_view", show=False),
     ]
 
     def __init__(self) -> None:
@@ -52,37 +55,44 @@ class LocalizeScreen(StepScreen):
         self.shown_for: tuple[str, int] | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="verdict-box")
         with TabbedContent(id="localize-tabs"):
+            # The verdict has a view of its own: at 80x24 every warning and caveat fits whole.
+            with TabPane("Verdict", id="tab-verdict"):
+                yield Static("", id="verdict-box")
             with TabPane("Replay per stage", id="tab-replay"):
-                yield DataTable(id="replay-table", cursor_type="row", zebra_stripes=True)
+                yield MarkedTable(
+                    id="replay-table", cursor_type="row", zebra_stripes=True, header_height=2
+                )
+                yield Static(REPLAY_LEGEND, classes="legend")
                 yield Static("", id="replay-detail", classes="detail")
             with TabPane("Proof", id="tab-proof"):
-                yield DataTable(id="claims-table", cursor_type="row", zebra_stripes=True)
+                yield MarkedTable(id="claims-table")
                 yield Static("", id="claim-detail", classes="detail")
+            with TabPane("What would help", id="tab-fixes"):
+                yield MarkedTable(id="fixes-table")
+                yield Static("", id="fix-detail", classes="detail")
             with TabPane("Primary metric", id="tab-metric"):
                 yield Vertical(id="metric-box")
-                yield DataTable(id="metric-table", cursor_type="row", zebra_stripes=True)
+                yield MarkedTable(
+                    id="metric-table", cursor_type="row", zebra_stripes=True, header_height=2
+                )
+                yield Static(METRIC_LEGEND, classes="legend")
 
     def on_mount(self) -> None:
         c = self.query_one("#claims-table", DataTable)
         for key, label in (("i", "#"), ("text", "claim"), ("query", "proved by")):
             c.add_column(label, key=key)
         m = self.query_one("#metric-table", DataTable)
-        for label in (
-            "bucket",
-            "n",
-            "MAPE %",
-            "rank corr",
-            "regret %",
-            "fallback",
-            "plan",
-            "static p99",
-            "adapted p99",
-            "gain p99 ms",
-            "recompile ms",
+        for key, label in METRIC_COLUMNS:
+            m.add_column(Text(label), key=key)
+        fx = self.query_one("#fixes-table", DataTable)
+        for key, label in (
+            ("kind", "change"),
+            ("p99", "p99 gain / whole gap, ms"),
+            ("p95", "p95 gain ms"),
+            ("target", "target"),
         ):
-            m.add_column(label)
+            fx.add_column(label, key=key)
         super().on_mount()
 
     def refresh_view(self) -> None:
@@ -114,32 +124,14 @@ class LocalizeScreen(StepScreen):
         self.show_verdict()
         self.fill_replay()
         self.fill_claims()
+        self.fill_fixes()
         self.fill_metric()
         self.update_hint()
 
     def show_verdict(self) -> None:
         inc = self.wb.incident
         assert inc is not None and inc.localization is not None
-        loc = inc.localization
-        doc = inc.triage
-        text = Text.assemble(
-            ("Origin ", "bold"),
-            (loc.origin, "bold red"),
-            " (plan diverged)  ->  ",
-            ("manifest ", "bold"),
-            (loc.manifest, "bold yellow"),
-            " (time shows)\n",
-            ("Mechanism ", "bold"),
-            (loc.mechanism or "?", "bold"),
-            (f" + {loc.secondary_mechanism}" if loc.secondary_mechanism else ""),
-            f"   confidence {pct(loc.confidence)}   origin swap explains "
-            f"{pct(loc.explained_share)} of the p99 gap",
-            f"\np99 gap {_iv(doc.get('p99_gap_us'))}  p95 gap {_iv(doc.get('p95_gap_us'))}",
-            f"  decided by {doc['decided_by']}" if doc.get("decided_by") else "",
-        )
-        for w in doc.get("warnings") or []:
-            text.append(f"\nWARNING {w}", "bold yellow")
-        self.query_one("#verdict-box", Static).update(text)
+        self.query_one("#verdict-box", Static).update(verdict_text(inc.localization, inc.triage))
 
     def fill_replay(self) -> None:
         """Per stage: the replay's observed vs predicted tail for both runs, the residual shift
@@ -149,17 +141,9 @@ class LocalizeScreen(StepScreen):
         rows = replay_rows(inc.triage)
         t = self.query_one("#replay-table", DataTable)
         t.clear(columns=True)
-        # Short headers so the table fits 80 columns: cells read "observed/predicted" in ms.
-        for key, label in (
-            ("stage", "stage"),
-            ("f95", "F p95 o/p"),
-            ("f99", "F p99 o/p"),
-            ("c95", "C p95 o/p"),
-            ("c99", "C p99 o/p"),
-            ("shift", "shift"),
-            ("mod", "mod"),
-        ):
-            t.add_column(label, key=key)
+        # Two-line headers that say what a cell is; the legend under the table says the rest.
+        for key, label in REPLAY_COLUMNS:
+            t.add_column(Text(label), key=key)
         for r in rows:
             role = str(r.get("role") or "")
             mark = "".join(m[0].upper() for m in role.split("+") if m)
@@ -202,24 +186,23 @@ class LocalizeScreen(StepScreen):
             text.append(
                 f"  explains p95 {pct(share.get('p95'))} p99 {pct(share.get('p99'))} of gap"
             )
-        text.append("\nobs-pred shift F-C ", "bold")
+        text.append("  (p50/p95/p99)")
+        text.append("\nunexplained shift ", "bold")
         if res:
             p = res.get("p_value")
             text.append(
-                f"{_shift_ms(res.get('hl_us'))} [{_shift_ms(res.get('hl_lo_us'))}, "
-                f"{_shift_ms(res.get('hl_hi_us'))}] ms (Hodges-Lehmann)"
+                f"{_shift_ms(res.get('hl_us'))} ms [{_shift_ms(res.get('hl_lo_us'))}, "
+                f"{_shift_ms(res.get('hl_hi_us'))}] (failing - comparator)"
                 + (f", p={p:.2g}" if isinstance(p, float) else "")
             )
         else:
             text.append("- (not a stage the model tests)")
-        for tag, fig in (("F", f), ("C", c)):
+        for tag, fig in (("failing   ", f), ("comparator", c)):
             text.append(f"\n{tag} ", "bold")
-            for kind, label in (("observed", "obs"), ("predicted", "pred")):
+            for kind, label in (("observed", "obs"), ("predicted", "model")):
                 qs = "/".join(ms(fig.get(f"{kind}_{q}_us")) for q in ("p50", "p95", "p99"))
-                text.append(f"{label} {qs}  ")
-            text.append(f"modelled {pct(fig.get('modelled_share'))}")
-            if tag == "F":
-                text.append("  (p50/p95/p99 ms)", "dim")
+                text.append(f"{label} {qs} ms  ")
+            text.append(f"covers {pct(fig.get('modelled_share'))}")
         detail.update(text)
 
     def fill_claims(self) -> None:
@@ -231,8 +214,49 @@ class LocalizeScreen(StepScreen):
             t.add_row(str(i), c.text, c.query or "(no artifact)", key=str(i - 1))
         self.show_claim()
 
+    def fill_fixes(self) -> None:
+        """The triage's retuning proposals, each predicted p99 gain capped at the whole gap."""
+        inc = self.wb.incident
+        assert inc is not None
+        gap = (inc.triage.get("p99_gap_us") or {}).get("value")
+        t = self.query_one("#fixes-table", DataTable)
+        t.clear()
+        for i, r in enumerate(_fixes(inc.triage)):
+            p99, capped = capped_gain(r.get("predicted_p99_gain_us"), gap)
+            t.add_row(
+                str(r.get("kind", "?")),
+                p99 + (" (capped)" if capped else ""),
+                ms(r.get("predicted_p95_gain_us")),
+                str(r.get("target", "-")),
+                key=str(i),
+            )
+        self.show_fix()
+
+    def show_fix(self) -> None:
+        inc = self.wb.incident
+        detail = self.query_one("#fix-detail", Static)
+        fixes = _fixes(inc.triage) if inc is not None else []
+        t = self.query_one("#fixes-table", DataTable)
+        if inc is None or not fixes or t.row_count == 0:
+            detail.update("The triage proposed no retuning for this pair.")
+            return
+        r = fixes[min(t.cursor_row, len(fixes) - 1)]
+        gap = (inc.triage.get("p99_gap_us") or {}).get("value")
+        text = Text(str(r.get("text", "")))
+        _shown, capped = capped_gain(r.get("predicted_p99_gain_us"), gap)
+        if capped:
+            text.append(
+                f"\nThe model predicts {ms(r.get('predicted_p99_gain_us'))} ms of p99 gain, more "
+                f"than the whole {ms(gap)} ms gap: it can close the gap at most; the excess is "
+                "model error.",
+                "italic",
+            )
+        detail.update(text)
+
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "claims-table":
+        if event.data_table.id == "fixes-table":
+            self.show_fix()
+        elif event.data_table.id == "claims-table":
             self.show_claim()
         elif event.data_table.id == "replay-table":
             self.show_replay_row()
@@ -256,10 +280,12 @@ class LocalizeScreen(StepScreen):
         inc = self.wb.incident
         assert inc is not None
         rows = metric_buckets(inc.triage.get("primary_metric"))
+        gap = (inc.triage.get("p99_gap_us") or {}).get("value")
         t = self.query_one("#metric-table", DataTable)
         t.clear()
         for r in rows:
             static, adapted, gain = (_p99(r, k) for k in ("static", "adapted", "gain"))
+            gain_text, capped = capped_gain(gain, gap)
             t.add_row(
                 Text(_bucket_label(r), style="bold"),
                 _num(r.get("n_requests")),
@@ -270,7 +296,7 @@ class LocalizeScreen(StepScreen):
                 str(r.get("observed_plan", "-")),
                 ms(static),
                 ms(adapted),
-                ms(gain),
+                gain_text + ("*" if capped else ""),
                 ms(r.get("recompile_us")),
             )
         self.draw_metric(rows)
@@ -302,12 +328,24 @@ class LocalizeScreen(StepScreen):
             return
         if inc.status == "localized":
             self.set_hint(
-                "Next: press c to confirm the mechanism (the claims above are its proof); "
-                "[ ] switch views."
+                "Next: c confirms the mechanism; ] shows its proof; o opens the p99 request."
             )
         else:
             nxt = NEXT_STEP.get(inc.status, "")
-            self.set_hint(f"Mechanism confirmed ({inc.status}). Next: {nxt}. [ ] switch views.")
+            self.set_hint(f"Mechanism confirmed ({inc.status}). Next: {nxt}.")
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "replay-table":
+            self.action_drill()
+
+    def action_drill(self) -> None:
+        """The p99 request by latency; on the replay view, by the highlighted stage's time."""
+        t = self.query_one("#replay-table", DataTable)
+        stage = None
+        if t.row_count and self.query_one("#localize-tabs", TabbedContent).active == "tab-replay":
+            key = t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value
+            stage = None if key is None else str(key)
+        self.open_request(stage)
 
     def action_classify(self) -> None:
         self.wb.classify()
@@ -318,10 +356,15 @@ class LocalizeScreen(StepScreen):
 
     def action_tab(self, step: int) -> None:
         tabs = self.query_one("#localize-tabs", TabbedContent)
-        ids = ["tab-replay", "tab-proof", "tab-metric"]
+        ids = ["tab-verdict", "tab-replay", "tab-proof", "tab-fixes", "tab-metric"]
         current = tabs.active if tabs.active in ids else ids[0]
         tabs.active = ids[(ids.index(current) + step) % len(ids)]
         self.focus_pane(tabs.active)
+
+
+def _fixes(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = doc.get("retuning")
+    return [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
 
 
 def metric_buckets(raw: Any) -> list[dict[str, Any]]:

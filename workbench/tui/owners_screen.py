@@ -13,6 +13,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Input, Label, Static
 
+from workbench.tui.marked_table import MarkedTable
 from workbench.tui.step_screen import StepScreen
 
 if TYPE_CHECKING:
@@ -43,13 +44,13 @@ class OwnersScreen(StepScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="owners-summary")
-        yield DataTable(id="owners-table", cursor_type="row", zebra_stripes=True)
+        yield MarkedTable(id="owners-table")
         with Horizontal(classes="field", id="owner-field"):
             yield Label("person", classes="field-label")
             yield Input(
                 placeholder="name of the owner; Enter assigns", id="owner-input", compact=True
             )
-        yield DataTable(id="actions-table", cursor_type="row", zebra_stripes=True)
+        yield MarkedTable(id="actions-table")
 
     def on_mount(self) -> None:
         t = self.query_one("#owners-table", DataTable)

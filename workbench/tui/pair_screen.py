@@ -11,6 +11,8 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from workbench.terminal_text import for_terminal
+from workbench.tui.marked_table import MarkedTable
 from workbench.tui.step_screen import StepScreen
 from workbench.tui.units import ms
 
@@ -24,10 +26,10 @@ class PairScreen(StepScreen):
     AUTO_FOCUS = "#pair-table"
     STEP = "pair"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("a", "accept", "Use as comparator", id="pair.accept"),
-        Binding("p", "pin_fixed", "Pin as reproduction", id="pair.pin_fixed"),
+        Binding("a", "accept", "Use it", id="pair.accept"),
+        Binding("p", "pin_fixed", "Pin repro", id="pair.pin_fixed"),
         Binding("s", "suspect", "Suspect tag", id="pair.suspect"),
-        Binding("r", "rank", "Re-rank", id="pair.rank"),
+        Binding("r", "rank", "Re-rank", id="pair.rank", show=False),
     ]
 
     class Ranked(Message):
@@ -53,19 +55,20 @@ class PairScreen(StepScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="pair-summary")
-        yield DataTable(id="pair-table", cursor_type="row", zebra_stripes=True)
+        yield MarkedTable(id="pair-table", fixed_columns=2)
         yield Static("", id="pair-detail")
 
     def on_mount(self) -> None:
         table = self.query_one("#pair-table", DataTable)
+        # The tag that differs is a column of its own, right after the (fixed) run column.
         for key, label in (
             ("rank", "#"),
             ("run", "candidate run"),
+            ("tags", "differs from failing"),
             ("ok", "eligible"),
             ("n", "n"),
             ("apart", "apart"),
             ("p99", "p99 ms"),
-            ("tags", "tags differ"),
             ("label", "label"),
         ):
             table.add_column(label, key=key)
@@ -140,15 +143,18 @@ class PairScreen(StepScreen):
             )
             table.add_row(
                 str(i),
-                Text(c.run_id + ("  (chosen)" if chosen else ""), style="bold" if chosen else ""),
-                Text("yes", style="green") if c.eligible else Text("no", style="red"),
+                Text(c.run_id + (" (chosen)" if chosen else ""), style="bold" if chosen else ""),
+                Text(
+                    ", ".join(f"{m.key} {m.other_value or '?'}" for m in c.mismatches),
+                    style="bold",
+                )
+                if c.mismatches
+                else "none",
+                Text("yes") if c.eligible else Text("NO", style="bold red"),
                 str(c.n_requests),
                 format_apart(c.seconds_apart, compact=True),
                 ms(runs[c.run_id].p99_us) if c.run_id in runs else "?",
-                Text(", ".join(m.key for m in c.mismatches), style="bold yellow")
-                if c.mismatches
-                else "none",
-                (runs[c.run_id].label or "") if c.run_id in runs else "",
+                for_terminal(runs[c.run_id].label or "") if c.run_id in runs else "",
                 key=c.run_id,
             )
         if self.ranked:
@@ -206,12 +212,16 @@ class PairScreen(StepScreen):
         if c is not None:
             text.append(f"Why {c.run_id}: ", "bold")
             text.append("; ".join(c.reasons) or "no reasons given")
+            inc = self.wb.incident
+            role = "comparator" if inc is not None and inc.comparator == c.run_id else "candidate"
             for m in c.mismatches:
-                text.append(f"\nWARNING {m.warning('candidate')}", "bold yellow")
-        if self.warnings:
-            text.append("\nChosen pair: ", "bold")
-            for w in self.warnings:
-                text.append(f"\nWARNING {w}", "bold yellow")
+                text.append("\nWARNING ", "bold reverse")
+                text.append(f" {m.warning(role)}")
+        shown = {m.warning("comparator") for m in c.mismatches} if c is not None else set()
+        for w in self.warnings:
+            if w not in shown:  # the chosen pair's own warnings, once each
+                text.append("\nWARNING (chosen pair) ", "bold reverse")
+                text.append(f" {w}")
         detail.update(text)
 
     def update_hint(self) -> None:

@@ -8,6 +8,9 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 # (title, action run on the app, help line). Actions are the ones bound to keys.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("Incidents: switch to another incident", "incidents", "every incident of the store"),
+    ("Incidents: start a new incident", "incidents", "then n, and f on the failing run"),
+    ("Incidents: reopen a closed incident", "incidents", "then o on it, with a reason"),
     ("Runs: list the store's runs", "goto('runs')", "runs with tags and p50/p95/p99"),
     ("Runs: ingest trace files", "on('runs', 'ingest')", "load a trace with progress"),
     ("Runs: mark highlighted run as failing", "on('runs', 'mark_failing')", "declare the incident"),
@@ -25,7 +28,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Close: export summary as Markdown", "on('close', \"export('md')\")", "path copied"),
     ("Close: export summary as JSON", "on('close', \"export('json')\")", "path copied"),
     ("Help: every key and its id", "help", "rebind them with a TOML keymap"),
-    ("Quit", "quit", "everything is already saved"),
+    ("Quit (asks first)", "quit", "everything is already saved"),
 )
 
 

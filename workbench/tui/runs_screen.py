@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -12,6 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from workbench.tui.marked_table import MarkedTable
 from workbench.tui.step_screen import NEXT_STEP, StepScreen
 from workbench.tui.units import ms
 
@@ -45,10 +47,12 @@ class RunsScreen(StepScreen):
     AUTO_FOCUS = "#runs-table"
     STEP = "runs"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f", "mark_failing", "Mark failing", id="runs.mark_failing"),
-        Binding("p", "pin_fixed", "Pin fixed run", id="runs.pin_fixed"),
+        Binding("f", "mark_failing", "Failing", id="runs.mark_failing"),
+        Binding("p", "pin_fixed", "Pin fixed", id="runs.pin_fixed"),
         Binding("i", "ingest", "Ingest", id="runs.ingest"),
-        Binding("r", "reload", "Reload", id="runs.reload"),
+        Binding("r", "reload", "Reload", id="runs.reload", show=False),
+        # The app's 0 shown where incidents start: switch, start another, reopen one.
+        Binding("0", "app.incidents", "Incidents", id="runs.incidents"),
     ]
 
     class RunsLoaded(Message):
@@ -59,7 +63,7 @@ class RunsScreen(StepScreen):
             self.runs = runs
 
     def compose_body(self) -> ComposeResult:
-        yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield MarkedTable(id="runs-table", fixed_columns=2)
         yield Static("Loading runs...", id="run-detail")
 
     def on_mount(self) -> None:
@@ -73,13 +77,26 @@ class RunsScreen(StepScreen):
         for key in ("hardware", "compiler", "runtime", "driver", "thermal", "tags"):
             table.add_column(key, key=key)
         super().on_mount()
-        self.load_runs()
+        # After the first paint: the read (and the incident read it starts) must not compete
+        # with drawing the first screen.
+        self.call_after_refresh(self.load_runs)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs", description="Read runs")
-    def load_runs(self) -> None:
-        from workbench.store.runs import list_runs
+    def load_runs(self, fresh: bool = False) -> None:
+        """The runs list: from the app's cache while the store's files are unchanged (no
+        duckdb at start), else read from the store and cached."""
+        from workbench.tui.runs_cache import cached_runs, fingerprint, remember_runs
 
-        self.post_message(self.RunsLoaded(list_runs(self.wb.store)))
+        store, state_dir = self.wb.store, self.wb.state_dir
+        prints = fingerprint(store)
+        runs = None if fresh else cached_runs(state_dir, store, prints)
+        if runs is None:
+            from workbench.store.runs import list_runs
+
+            runs = list_runs(store)
+            with contextlib.suppress(OSError):  # an unwritable state folder costs speed only
+                remember_runs(state_dir, store, prints, runs)
+        self.post_message(self.RunsLoaded(runs))
 
     def on_runs_screen_runs_loaded(self, message: RunsLoaded) -> None:
         self.wb.runs = message.runs
@@ -155,6 +172,8 @@ class RunsScreen(StepScreen):
             self.set_hint("Reading the store...")
         elif not self.wb.runs:
             self.set_hint("The store is empty: press i to ingest a trace file.")
+        elif not self.wb.incident_loaded:
+            self.set_hint("Opening the incident record...")
         elif inc is None or not inc.failing:
             self.set_hint(
                 "Next: move to the failing run (up/down) and press f to declare the incident."
@@ -193,4 +212,8 @@ class RunsScreen(StepScreen):
             self.load_runs()
 
     def action_reload(self) -> None:
-        self.load_runs()
+        self.load_runs(fresh=True)
+
+    def worker_failed(self, worker: object) -> None:
+        # An unreadable store still opens the incident (its record may be fine).
+        self.wb.resume_once()

@@ -12,7 +12,7 @@ from textual.worker import Worker, WorkerState
 from workbench.tui.incident_header import IncidentHeader
 
 if TYPE_CHECKING:
-    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.host import Workbench
 
 
 # Where work on an incident in each status goes on (the hint of screens off the main path).
@@ -22,7 +22,7 @@ NEXT_STEP: dict[str, str] = {
     "localized": "4 Localize: press c to confirm the mechanism",
     "classified": "5 Owners: an owner for every role involved",
     "assigned": "6 Validate: judge a rollback candidate",
-    "validating": "6 Validate until Pass, then 7 Close",
+    "validating": "6 Validate until PASS, then 7 Close",
     "closed": "7 Close: export the summary",
 }
 
@@ -34,7 +34,7 @@ class StepScreen(Screen[None]):
     TITLE_TEXT: ClassVar[str] = ""
 
     @property
-    def wb(self) -> WorkbenchApp:
+    def wb(self) -> Workbench:
         """The app with its store and incident."""
         return self.app  # type: ignore[return-value]
 
@@ -70,6 +70,23 @@ class StepScreen(Screen[None]):
         first = next(iter(tables), None)
         if first is not None:
             first.focus()
+
+    def open_request(self, stage: str | None = None) -> None:
+        """Drill into the failing run's p99 request (by `stage`'s time when it is a stage)."""
+        from workbench.tui.request_screen import DrillTarget, RequestScreen
+        from workbench.tui.timeline import STAGE_STYLE
+
+        inc = self.wb.incident
+        failing = self.wb.pending_failing or (inc.failing if inc else None)
+        if failing is None:
+            self.notify("No failing run yet: on 1 Runs, press f on it.", severity="warning")
+            return
+        target = DrillTarget(
+            failing=failing,
+            comparator=inc.comparator if inc else None,
+            stage=stage if stage in STAGE_STYLE else None,
+        )
+        self.app.push_screen(RequestScreen(self.wb.store, target))
 
     def set_hint(self, text: str) -> None:
         self.query_one("#hint", Static).update(text)

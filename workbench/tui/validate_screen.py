@@ -11,14 +11,37 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Input, Label, Static, TabbedContent, TabPane
 
+from workbench.tui.marked_table import MarkedTable
 from workbench.tui.step_screen import StepScreen
 from workbench.tui.units import ms
 
 if TYPE_CHECKING:
-    from workbench.triage.incident import Cell, RollbackCriterion
+    from workbench.triage.incident import Cell, Incident, RollbackCriterion
+    from workbench.triage.verdict import CandidateVerdict
 
-VERDICT_STYLE = {"Pass": "bold green", "Marginal": "bold yellow", "Fail": "bold red"}
-CLASS_STYLE = {"Pass": "green", "High": "red", "Low": "red", "Nodata": "yellow"}
+# The verdict computed in workbench.triage.verdict, shown with a glyph as well as a colour.
+VERDICT_MARK = {
+    "PASS": ("PASS", "bold green"),
+    "FAIL": ("FAIL", "bold red"),
+    "REFUSED": ("REFUSED", "bold red"),
+    "INCONCLUSIVE": ("INCONCLUSIVE", "bold yellow"),
+}
+# A guardrail's outcome: moving the good way ("better") is neutral, never red.
+OUTCOME_MARK = {
+    "pass": ("ok", ""),
+    "better": ("ok, better", ""),
+    "fail": ("x FAIL", "bold red"),
+    "too few samples": ("? too few", "bold yellow"),
+}
+
+
+def verdict_of(inc: Incident | None) -> CandidateVerdict | None:
+    """The one verdict on the incident's candidate (pure Python over the record's cells)."""
+    if inc is None or inc.validation is None:
+        return None
+    from workbench.triage.verdict import incident_verdict
+
+    return incident_verdict(inc)
 
 
 def value_text(x: float | None, unit: str) -> str:
@@ -45,12 +68,12 @@ class ValidateScreen(StepScreen):
     AUTO_FOCUS = "#candidate-table"
     STEP = "validate"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("v", "validate", "Validate candidate", id="validate.run"),
+        Binding("v", "validate", "Validate", id="validate.run"),
         Binding("right_square_bracket", "tab(1)", "Next view", id="validate.next_view"),
-        Binding("left_square_bracket", "tab(-1)", "Prev view", id="validate.prev_view"),
-        Binding("e", "edit", "Edit criterion", id="validate.edit_criterion"),
-        Binding("n", "add", "Add criterion", id="validate.add_criterion"),
-        Binding("x", "delete", "Delete criterion", id="validate.delete_criterion"),
+        Binding("left_square_bracket", "tab(-1)", "Prev view", id="validate.prev_view", show=False),
+        Binding("e", "edit", "Edit", id="validate.edit_criterion"),
+        Binding("n", "add", "Add", id="validate.add_criterion"),
+        Binding("x", "delete", "Delete", id="validate.delete_criterion"),
         Binding("escape", "leave_input", "Back", id="validate.back", show=False),
     ]
 
@@ -63,12 +86,12 @@ class ValidateScreen(StepScreen):
         yield Static("", id="verdict")
         with TabbedContent(id="validate-tabs"):
             with TabPane("Candidate", id="tab-candidate"):
-                yield DataTable(id="candidate-table", cursor_type="row", zebra_stripes=True)
+                yield MarkedTable(id="candidate-table")
             with TabPane("Matrix", id="tab-matrix"):
-                yield DataTable(id="matrix-table", cursor_type="row", zebra_stripes=True)
+                yield MarkedTable(id="matrix-table")
                 yield Static("", id="cell-detail", classes="detail")
             with TabPane("Rollback criteria", id="tab-rollback"):
-                yield DataTable(id="criteria-table", cursor_type="row", zebra_stripes=True)
+                yield MarkedTable(id="criteria-table")
                 with Horizontal(classes="field"):
                     yield Label("edit  ", classes="field-label")
                     yield Input(
@@ -105,6 +128,7 @@ class ValidateScreen(StepScreen):
             ("op", "op"),
             ("thr", "threshold"),
             ("win", "window"),
+            ("noise", "noise ±"),
             ("src", "source"),
         ):
             r.add_column(label, key=key)
@@ -156,13 +180,13 @@ class ValidateScreen(StepScreen):
         row = t.cursor_row
         t.clear()
         v = inc.validation if inc else None
+        judged = verdict_of(inc)
+        outcomes = [cv.outcome for cv in judged.cells] if judged else []
         for i, c in enumerate(v.cells if v else []):
+            word, style = OUTCOME_MARK.get(outcomes[i] if i < len(outcomes) else "", ("?", ""))
             t.add_row(
                 c.label,
-                Text(
-                    c.classification + ("" if c.passed else " FAIL"),
-                    style=CLASS_STYLE.get(c.classification, ""),
-                ),
+                Text(word, style=style),
                 value_text(c.baseline_value, c.unit),
                 value_text(c.candidate_value, c.unit),
                 cell_diff(c),
@@ -189,14 +213,14 @@ class ValidateScreen(StepScreen):
             )
             return
         c = v.cells[t.cursor_row]
-        text = Text.assemble(
-            (f"{c.label}: ", "bold"),
-            (c.classification, CLASS_STYLE.get(c.classification, "")),
-            f" - {c.reason}",
-        )
+        judged = verdict_of(inc)
+        cv = judged.cells[t.cursor_row] if judged and t.cursor_row < len(judged.cells) else None
+        word, style = OUTCOME_MARK.get(cv.outcome if cv else "", ("?", ""))
+        text = Text.assemble((f"{c.label}: ", "bold"), (word, style), f" - {cv.why if cv else ''}")
         text.append(f"\n{c.statistic}; bad direction {c.direction}, tolerance {c.tolerance:.0%}")
         for w in c.warnings:
-            text.append(f"\nWARNING {w}", "bold yellow")
+            text.append("\nWARNING ", "bold reverse")
+            text.append(f" {w}")
         detail.update(text)
 
     def criteria(self) -> list[RollbackCriterion]:
@@ -209,28 +233,26 @@ class ValidateScreen(StepScreen):
         t.clear()
         for i, c in enumerate(self.criteria()):
             thr = value_text(c.threshold, c.unit)
-            t.add_row(c.label, c.op, thr, f"{c.window_requests} req", c.source, key=str(i))
+            noise = value_text(c.noise, c.unit) if c.noise is not None else "-"
+            t.add_row(c.label, c.op, thr, f"{c.window_requests} req", noise, c.source, key=str(i))
         if t.row_count:
             t.move_cursor(row=min(row, t.row_count - 1))
 
     def show_verdict(self) -> None:
         inc = self.wb.incident
-        v = inc.validation if inc else None
+        judged = verdict_of(inc)
         text = Text()
-        if v is None:
+        if inc is None or inc.validation is None or judged is None:
             text.append("No verdict yet. ", "bold")
             text.append(f"Baseline will be the comparator {inc.comparator if inc else '?'}.")
         else:
-            text.append(f"{v.candidate}: ", "bold")
-            text.append(v.verdict, VERDICT_STYLE.get(v.verdict, "bold"))
-            text.append(
-                f" score {v.score:.2f} vs {v.baseline} ({v.baseline_role}); {'; '.join(v.reasons)}"
-            )
-        rc = inc.replay_check if inc else None
-        if rc is not None:
-            text.append("\nProduction-like shapes: ", "bold")
-            text.append("yes" if rc.passed else "NO", "green" if rc.passed else "bold red")
-            text.append(f" - {rc.reason}")
+            # One verdict, then its reasons: nothing here may read as a different verdict.
+            word, style = VERDICT_MARK.get(judged.verdict, (judged.verdict, "bold"))
+            text.append(f"{judged.candidate}: ", "bold")
+            text.append(f" {word} ", f"{style} reverse")
+            text.append(f" vs {inc.validation.baseline} ({inc.validation.baseline_role})")
+            for reason in judged.reasons:
+                text.append(f"\n- {reason}")
         self.query_one("#verdict", Static).update(text)
 
     def update_hint(self) -> None:
@@ -239,12 +261,15 @@ class ValidateScreen(StepScreen):
             self.set_hint("Validation needs the owners first: press 5 (Owners).")
         elif inc.validation is None:
             self.set_hint("Next: highlight the rollback/fix candidate run and press v to validate.")
-        elif inc.validation.verdict != "Pass" or (inc.replay_check and not inc.replay_check.passed):
-            self.set_hint("Not a Pass: validate another candidate (v), or review the matrix ([ ]).")
+        elif (judged := verdict_of(inc)) is not None and judged.verdict != "PASS":
+            self.set_hint(
+                f"{judged.verdict}, not a PASS: validate another candidate ([ then v), "
+                "or review the matrix (])."
+            )
         elif not inc.rollback_criteria:
             self.set_hint("Add rollback criteria: ] to the Rollback view, n adds one.")
         else:
-            self.set_hint("Pass. Review rollback criteria (] view, e edits), then 7 Close.")
+            self.set_hint("PASS. Review the rollback criteria (] view, e edits), then 7 Close.")
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -306,7 +331,12 @@ class ValidateScreen(StepScreen):
             threshold = float(parts[0])
             window = int(parts[1]) if len(parts) > 1 else self.criteria()[i].window_requests
         except (IndexError, ValueError):
-            self.notify("Write: THRESHOLD [WINDOW_REQUESTS], e.g. 41000 1000", severity="error")
+            self.notify(
+                "Type the threshold (in the unit shown), then optionally the window in "
+                "requests, e.g. 41 1000",
+                severity="error",
+                markup=False,
+            )
             return
         if window <= 0:
             self.notify("The window must be a positive number of requests.", severity="error")
@@ -342,8 +372,13 @@ class ValidateScreen(StepScreen):
         if i is None:
             return
         criteria = self.criteria()
-        del criteria[i]
-        self.wb.set_rollback_criteria(criteria)
+        gone = criteria.pop(i)
+        self.wb.confirm(
+            f"Delete the rollback criterion '{gone.label} {gone.op} "
+            f"{value_text(gone.threshold, gone.unit)}'?",
+            lambda: self.wb.set_rollback_criteria(criteria),
+            yes="delete it",
+        )
 
     def action_leave_input(self) -> None:
         self.query_one("#criteria-table", DataTable).focus()
