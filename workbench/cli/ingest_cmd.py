@@ -46,6 +46,30 @@ def add_parser(sub: Any) -> None:
         metavar="REGEX",
         help="spans whose name matches are the requests (overrides annotations / steps)",
     )
+    fleet = p.add_argument_group(
+        "one run from many files (hosts x ranks x capture windows)",
+        "With --fleet, every FILE (a file, a directory searched for *.json / *.json.gz / "
+        "*.trace, or a quoted glob such as 'traces/*/rank*.json.gz') is part of ONE run, "
+        "named by --run-id. Files are decoded in parallel on --workers local processes, or on a "
+        "Dask cluster with --scheduler (its workers must read the FILEs at the same paths).",
+    )
+    fleet.add_argument("--fleet", action="store_true", help="all FILEs make one run")
+    fleet.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="local processes (default 2)"
+    )
+    fleet.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="Dask distributed scheduler (default: $WORKBENCH_SCHEDULER, else local processes)",
+    )
+    fleet.add_argument(
+        "--host-tag",
+        action="append",
+        default=[],
+        metavar="HOST:KEY=VALUE",
+        help="a tag of one host of the fleet, e.g. host07:rack=r12 (repeatable)",
+    )
 
 
 class Bar:
@@ -75,14 +99,69 @@ class Bar:
             self.shown = False
 
 
+class FleetBar(Bar):
+    """The bar of a fleet import: files and bytes done."""
+
+    def __call__(self, p: Any) -> None:
+        width = 24
+        frac = p.bytes_done / p.bytes_total if p.bytes_total else 1.0
+        fill = round(frac * width)
+        self.out.write(
+            f"\r[{'#' * fill}{'.' * (width - fill)}] {p.files_done}/{p.files_total} files "
+            f"{p.bytes_done / 1e6:.1f}/{p.bytes_total / 1e6:.1f} MB  {p.events:,} events\x1b[K"
+        )
+        self.out.flush()
+        self.shown = True
+
+
+def _run_fleet(args: argparse.Namespace, tags: dict[str, str]) -> int:
+    from workbench.errors import WorkbenchError
+    from workbench.store import objstore
+    from workbench.store.engine import open_engine
+    from workbench.store.fleet_ingest import ingest_fleet, parse_host_tags
+
+    if args.run_id is None:
+        raise WorkbenchError("--fleet", "name the run with --run-id")
+    if args.compile_log is not None:
+        raise WorkbenchError("--compile-log", "applies to one trace file, not to --fleet")
+    host_tags = parse_host_tags(args.host_tag)
+    bar = FleetBar(sys.stderr) if sys.stderr.isatty() else None
+    workers = args.workers if args.workers is not None else 2
+    try:
+        with open_engine(workers, args.scheduler) as engine:
+            report = ingest_fleet(
+                args.store,
+                [str(f) for f in args.files],
+                run_id=args.run_id,
+                engine=engine,
+                label=args.label,
+                tags=tags,
+                host_tags=host_tags,
+                request_pattern=args.request_pattern,
+                progress=bar,
+            )
+    finally:
+        if bar is not None:
+            bar.clear()
+    if report.status == "imported":
+        objstore.publish_run_or_undo(args.store, report.run_id, f"run {report.run_id}")
+    print("\n".join(report.lines()))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from workbench.cli import interrupts
     from workbench.errors import WorkbenchError
+    from workbench.store import objstore
     from workbench.store.ingest import ingest, parse_tags
 
     if args.run_id is not None and len(args.files) > 1:
         raise WorkbenchError("--run-id", "can name only one FILE's run; give one FILE")
     tags = parse_tags(args.tag)
+    if args.fleet:
+        return _run_fleet(args, tags)
+    if args.host_tag or args.scheduler or args.workers:
+        raise WorkbenchError("--host-tag/--workers/--scheduler", "apply to --fleet imports")
     bar = Bar(sys.stderr) if sys.stderr.isatty() else None
     before: set[str] | None = None
     current: Path | None = None
@@ -103,6 +182,9 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 if bar is not None:
                     bar.clear()
+            if report.status == "imported":
+                for rid in report.run_ids:
+                    objstore.publish_run_or_undo(args.store, rid, str(current))
             print("\n".join(report.lines()), flush=True)
     except (KeyboardInterrupt, SystemExit) as exc:
         code = 130 if isinstance(exc, KeyboardInterrupt) else exc.code

@@ -31,8 +31,31 @@ COMMANDS: dict[str, str] = {
     "assign": "assign_cmd",
     "validate": "validate_cmd",
     "export": "export_cmd",
+    "fleet": "fleet_cmd",
     "serve": "serve_cmd",
 }
+# A bucket store (s3://...) is worked on through its local mirror; these commands need fewer
+# of its tables than all, so the mirror fetches only those (see store/objstore.py).
+_REMOTE_TABLES: dict[str, tuple[str, ...]] = {"ingest": (), "fleet": ("requests",)}
+
+
+def _mirror_remote_store(argv: list[str]) -> list[str]:
+    """argv with an `--store s3://...` replaced by the bucket store's local mirror."""
+    from workbench.store import objstore
+
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--store" and i + 1 < len(out):
+            at, value = i + 1, out[i + 1]
+        elif arg.startswith("--store="):
+            at, value = i, arg[len("--store=") :]
+        else:
+            continue
+        if objstore.is_remote(value):
+            tables = _REMOTE_TABLES.get(out[0], objstore.ALL_TABLES)
+            mirror = str(objstore.open_store(value, tables))
+            out[at] = mirror if at == i + 1 else f"--store={mirror}"
+    return out
 
 
 def bundled_sample() -> Path:
@@ -73,9 +96,13 @@ def _open_app(argv: Sequence[str]) -> int:
     parser.add_argument("store", nargs="?", type=Path, default=None)
     parser.add_argument("--keymap", type=Path, default=None)
     args = parser.parse_args(argv)
+    from workbench.store import objstore
     from workbench.tui.launch import launch
 
-    return launch(args.store or default_store(), keymap=args.keymap)
+    store = args.store or default_store()
+    if objstore.is_remote(argv[0] if argv else ""):
+        store = objstore.open_store(argv[0])
+    return launch(store, keymap=args.keymap)
 
 
 def _exit_cleanly_on_hangup() -> None:
@@ -101,6 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"workbench: {exc.one_line()}", file=sys.stderr)
             return 2
     _exit_cleanly_on_hangup()
+    try:
+        argv = _mirror_remote_store(argv)
+    except WorkbenchError as exc:
+        print(f"workbench: {exc.one_line()}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     mod = importlib.import_module(f"workbench.cli.{COMMANDS[args.command]}")
     real_stdout = sys.stdout

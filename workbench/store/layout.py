@@ -8,7 +8,7 @@ import re
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,6 +215,22 @@ def _remove_tree(path: Path) -> None:
         shutil.rmtree(path)
 
 
+def write_table(table: pa.Table, file_schema: pa.Schema, path: Path) -> None:
+    """One store file: `table` conformed to `file_schema`, zstd Parquet, fsynced."""
+    _write(_conform(table, file_schema), path)
+
+
+def stage_tables(stage: Path, tables: RunTables) -> pa.Table:
+    """A run's partition files (and op table) in a staging directory; returns its runs row."""
+    for name, file_schema in schema.PARTITIONED.items():
+        write_table(getattr(tables, name), file_schema, stage / name / PART_FILE)
+    if tables.events.num_rows >= op_table.MIN_EVENTS:
+        # Made from the staged file, so it lands with the run, in the same rename.
+        ids = [r for r in tables.requests.column("request_id").to_pylist() if r is not None]
+        op_table.write(stage / "events" / PART_FILE, ids)
+    return tables.run
+
+
 def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
     """Write one run all-or-nothing: stage every file, then rename into place, runs row last.
 
@@ -222,17 +238,27 @@ def commit_run(store: Path, tables: RunTables, *, source: str) -> None:
     WorkbenchError naming `source` if the run exists (RunExists) or anything fails; the store
     is then exactly as it was. A signal during the renames is delivered after them.
     """
-    run_id = check_run_id(tables.run_id)
+    commit_staged(store, tables.run_id, lambda stage: stage_tables(stage, tables), source=source)
+
+
+def commit_staged(
+    store: Path, run_id: str, fill_stage: Callable[[Path], pa.Table], *, source: str
+) -> None:
+    """commit_run for a caller that writes the partition files itself: `fill_stage(stage)`
+    lays them out as stage_tables does and returns the runs row, written here last."""
+    run_id = check_run_id(run_id)
     try:
         with store_lock(store):
-            _commit_locked(store, tables, run_id, source)
+            _commit_locked(store, run_id, fill_stage, source)
     except OSError as exc:
         raise WorkbenchError(
             source, f"cannot write to store {store}: {describe_os_error(exc, 'store')}"
         ) from exc
 
 
-def _commit_locked(store: Path, tables: RunTables, run_id: str, source: str) -> None:
+def _commit_locked(
+    store: Path, run_id: str, fill_stage: Callable[[Path], pa.Table], source: str
+) -> None:
     final_run = run_file(store, run_id)
     targets = {name: partition_dir(store, name, run_id) for name in schema.PARTITIONED}
     for d in (runs_dir(store), *(t.parent for t in targets.values())):
@@ -249,19 +275,11 @@ def _commit_locked(store: Path, tables: RunTables, run_id: str, source: str) -> 
         # (SIGKILL, power loss) leaves behind: invisible to readers, removed here.
         for target in targets.values():
             _remove_tree(target)
+        run = _conform(fill_stage(stage), schema.RUNS)
         files: dict[str, Path] = {}
-        for name, file_schema in schema.PARTITIONED.items():
-            table = getattr(tables, name)
-            files[f"{name}/{targets[name].name}/{PART_FILE}"] = stage / name / PART_FILE
-            _write(_conform(table, file_schema), stage / name / PART_FILE)
-        if tables.events.num_rows >= op_table.MIN_EVENTS:
-            # Made from the staged file, so it lands with the run, in the same rename.
-            ids = [r for r in tables.requests.column("request_id").to_pylist() if r is not None]
-            op_table.write(stage / "events" / PART_FILE, ids)
-            files[f"events/{targets['events'].name}/{op_table.FILE}"] = (
-                stage / "events" / op_table.FILE
-            )
-        run = _conform(tables.run, schema.RUNS)
+        for name in schema.PARTITIONED:
+            for path in sorted((stage / name).iterdir()):
+                files[f"{name}/{targets[name].name}/{path.name}"] = path
         run = run.replace_schema_metadata({**(run.schema.metadata or {}), **manifest(files)})
         _write(run, stage / "runs" / f"{run_id}.parquet")
         with signals_deferred():

@@ -1,12 +1,34 @@
-"""Arrow schemas of store v1 (DESIGN §4): the single definition every writer and reader uses."""
+"""Arrow schemas of the store (DESIGN §4, §5b): the single definition every writer and reader uses.
+
+v2 adds the fleet: host / rank / window on events and requests, and the runs row's fleet shape
+(hosts, ranks, windows, members). A v1 store reads unchanged: the new columns read as null.
+"""
 
 from typing import Final
 
 import pyarrow as pa
 
-SCHEMA_VERSION: Final[int] = 1
+SCHEMA_VERSION: Final[int] = 2
 
 _TAGS = pa.map_(pa.string(), pa.string())
+
+# One trace file of a run built from many (store/fleet_ingest.py): where it came from and what
+# its header says about its host, so that hosts that differ can be told apart.
+MEMBER: Final[pa.DataType] = pa.struct(
+    [
+        ("host", pa.string()),
+        ("rank", pa.int32()),
+        ("window", pa.int32()),
+        ("source_file", pa.string()),
+        ("source_sha256", pa.string()),
+        ("hardware", pa.string()),
+        ("driver_version", pa.string()),
+        ("runtime_version", pa.string()),
+        ("events", pa.int64()),
+        ("requests", pa.int64()),
+        ("tags", _TAGS),
+    ]
+)
 
 RUNS: Final[pa.Schema] = pa.schema(
     [
@@ -31,6 +53,11 @@ RUNS: Final[pa.Schema] = pa.schema(
         ("thermal_state", pa.string()),
         ("tags", _TAGS),
         ("schema_version", pa.int32()),
+        # The fleet's shape; null for a run made from one file.
+        ("hosts", pa.int32()),
+        ("ranks", pa.int32()),
+        ("windows", pa.int32()),
+        ("members", pa.list_(MEMBER)),
         # Not in DESIGN §4's list: the device as the trace describes it (null when it does not):
         # SMs (NVIDIA) or CUs (AMD), memory size, memory bandwidth; several devices of one run
         # are of one kind in practice, else the first device's figures.
@@ -39,6 +66,9 @@ RUNS: Final[pa.Schema] = pa.schema(
         ("device_memory_bandwidth_gbs", pa.float64()),
     ]
 )
+
+# Where in the fleet an event or request was captured; null for a run made from one file.
+_FLEET_COLUMNS = [("host", pa.string()), ("rank", pa.int32()), ("window", pa.int32())]
 
 # Partitioned tables: files under <table>/run_id=<id>/ do not repeat run_id (hive convention);
 # readers get it back from the path. *_FILE schemas are what a partition file holds.
@@ -71,6 +101,7 @@ EVENTS_FILE: Final[pa.Schema] = pa.schema(
         # Not in DESIGN §4's list: the torch.compile id ("0/1") that joins events to compiles.
         ("compile_id", pa.string()),
         ("args", pa.string()),
+        *_FLEET_COLUMNS,
     ]
 )
 
@@ -94,6 +125,7 @@ REQUESTS_FILE: Final[pa.Schema] = pa.schema(
         ("sla_us", pa.float64()),
         ("quality", pa.float64()),
         ("ok", pa.bool_()),
+        *_FLEET_COLUMNS,
     ]
 )
 

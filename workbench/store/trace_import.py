@@ -156,6 +156,10 @@ def attribute(
             "recompile": pa.array(marks.recompile),
             "compile_id": marks.compile_id,
             "args": args.text,
+            # A run of one file: where in a fleet is the runs row's business (null here).
+            "host": pa.nulls(n, pa.string()),
+            "rank": pa.nulls(n, pa.int32()),
+            "window": pa.nulls(n, pa.int32()),
         },
         schema=schema.EVENTS_FILE,
     )
