@@ -35,8 +35,8 @@ from workbench.errors import WorkbenchError
 from workbench.store import layout, objstore, schema
 from workbench.store.engine import Engine
 from workbench.store.importers import importer_for
-from workbench.store.ingest import _compile_pattern as compile_pattern
 from workbench.store.ingest import parse_tags
+from workbench.store.request_pattern import compile_pattern
 from workbench.store.rules import DEFAULT_RULES, load_rules
 from workbench.store.run_row import existing_matches, file_sha, fingerprint, run_row
 from workbench.store.trace_import import attribute
