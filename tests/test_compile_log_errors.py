@@ -43,8 +43,13 @@ def test_garbage_text_and_binary(tmp_path: Path) -> None:
     text.write_text("hello, this is not a torch trace\n", encoding="utf-8")
     expect_error(text, "line 1: not a TORCH_TRACE structured log line")
     binary = tmp_path / "random.log"
-    binary.write_bytes(bytes(range(256)) * 8)
+    binary.write_bytes(bytes(range(1, 256)) * 8)
     expect_error(binary, "not a TORCH_TRACE structured log line")
+    # A zero byte beside a non-zero one first reads as UTF-16 (as editors on Windows save
+    # logs); bytes that then do not decode say so.
+    zero_first = tmp_path / "zero_first.log"
+    zero_first.write_bytes(bytes(range(256)) * 8)
+    expect_error(zero_first, "looks like UTF-16 but does not decode")
 
 
 def test_a_kineto_trace_is_not_a_compile_log() -> None:
