@@ -27,7 +27,8 @@ def test_events_only_import_reproduces_the_stage_times(tmp_path: Path, fault: st
         json.dump(chrome_trace(run, "h100"), fh)
     store = tmp_path / "store"
     ingest(store, trace, run_id="events")
-    got = duckdb.sql(
+    # A private connection: duckdb's module-level default is shared with the whole session.
+    got = duckdb.connect().sql(
         f"SELECT {', '.join(COLS)}, batch_id FROM read_parquet($glob) ORDER BY arrival_us",
         params={"glob": str(store / "requests" / "run_id=events" / "*.parquet")},
     ).fetchall()
