@@ -28,10 +28,14 @@ def test_events_only_import_reproduces_the_stage_times(tmp_path: Path, fault: st
     store = tmp_path / "store"
     ingest(store, trace, run_id="events")
     # A private connection: duckdb's module-level default is shared with the whole session.
-    got = duckdb.connect().sql(
-        f"SELECT {', '.join(COLS)}, batch_id FROM read_parquet($glob) ORDER BY arrival_us",
-        params={"glob": str(store / "requests" / "run_id=events" / "*.parquet")},
-    ).fetchall()
+    got = (
+        duckdb.connect()
+        .sql(
+            f"SELECT {', '.join(COLS)}, batch_id FROM read_parquet($glob) ORDER BY arrival_us",
+            params={"glob": str(store / "requests" / "run_id=events" / "*.parquet")},
+        )
+        .fetchall()
+    )
     want = np.column_stack([np.asarray(run.requests[c], dtype=np.float64) for c in COLS])
     assert len(got) == want.shape[0] == 120
     # accel.synth times sit on a 2**-10 us grid; its barrier spans are rounded apart from the
