@@ -1,8 +1,8 @@
 """The one seam for per-file and per-run work: in process, on local processes, or on Dask.
 
 Every engine maps a picklable function over items and yields the results in item order, with at
-most `workers + 1` items in flight, so the caller holds a bounded number of results however many
-items there are. Results are identical on every engine: the function is the same, only where it
+most `workers + 1` items in flight (or as many as the caller says), so the caller holds a bounded
+number of results however many items there are. Results are identical on every engine: the function is the same, only where it
 runs changes. A Dask scheduler address (`tcp://HOST:PORT`, or WORKBENCH_SCHEDULER) selects Dask
 distributed; its workers must see the same store (a shared disk, or the same bucket).
 """
@@ -38,16 +38,19 @@ class Engine:
     workers: int
     _submit: Callable[[Callable[[Any], Any], Any], _Pending] | None = None
 
-    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
-        """fn over items, results in item order, at most workers + 1 submitted ahead."""
+    def map(
+        self, fn: Callable[[T], R], items: Iterable[T], ahead: int | None = None
+    ) -> Iterator[R]:
+        """fn over items, results in item order, at most `ahead` (default workers + 1) in flight."""
         if self._submit is None:
             for item in items:
                 yield fn(item)
             return
+        limit = max(ahead if ahead is not None else self.workers + 1, 1)
         pending: deque[_Pending] = deque()
         for item in items:
             pending.append(self._submit(fn, item))
-            if len(pending) > self.workers:
+            if len(pending) >= limit:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()

@@ -1,11 +1,13 @@
 """One run from many trace files (hosts x ranks x capture windows), decoded in parallel.
 
 Each file is decoded and attributed on the engine (store/engine.py) by a worker that holds one
-file's columns at a time and hands back that file's events and requests; this process writes
-them, file after file in path order, into the run's single staged Parquet file per table, so no
-process holds more than a few files' tables whatever the fleet's size. Every event and request
-keeps its host, rank and window; event ids stay unique as (file index << 32) + id in the file,
-request ids are prefixed with host.rank.window. The run commits all-or-nothing (layout).
+file's columns at a time and hands back that file's events and requests already in the store's
+file schema, as compressed Arrow IPC bytes (a few MB, not Python objects: cheap to send and to
+hold). This process only unpacks them one at a time, stamps the window and writes them, file
+after file in path order, into the run's single staged Parquet file per table, so its memory
+and its share of the work do not grow with the fleet. Every event and request keeps its host,
+rank and window; event ids stay unique as (file index << 32) + id in the file, request ids are
+prefixed with host.rank.window. The run commits all-or-nothing (layout).
 A fleet run gets no op table (store/op_table.py): building one holds every op of the run in one
 process, which is what this module avoids; `workbench triage` reads its ops from the Parquet.
 
@@ -29,6 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from workbench.errors import WorkbenchError
@@ -44,6 +47,10 @@ from workbench.store.trace_import import attribute
 TRACE_SUFFIXES = (".json", ".json.gz", ".trace")
 _GLOB_CHARS = frozenset("*?[")
 _ID_SHIFT = 32  # event ids of file k are k << 32 plus the id within the file
+# lz4 packs a file's events ~6x in ~0.015 s (zstd: 12x in 0.025 s). One thread and 64k-row
+# batches keep packing's own allocations small (threaded, whole columns: +45 MB a worker).
+_IPC_OPTIONS = ipc.IpcWriteOptions(compression="lz4", use_threads=False)
+_IPC_BATCH_ROWS = 65536
 # Columns of the runs row a fleet states only when every file agrees.
 _SHARED = (
     "model",
@@ -79,6 +86,7 @@ class MemberTask:
     host_hint: str | None
     rules_path: str
     pattern: str | None
+    pack: bool = True  # False when the worker is this process: nothing to send, keep the tables
 
 
 @dataclass
@@ -92,8 +100,12 @@ class MemberResult:
     host: str | None = None
     rank: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    events: pa.Table | None = None
-    requests: pa.Table | None = None
+    # In schema.EVENTS_FILE / REQUESTS_FILE, window not yet stamped; packed unless task.pack
+    # is False (then the tables themselves).
+    events: bytes | pa.Table = b""
+    requests: bytes | pa.Table = b""
+    n_events: int = 0
+    n_requests: int = 0
     events_read: int = 0
     request_unit: str = ""
     warnings: list[str] = field(default_factory=list)
@@ -165,8 +177,45 @@ def expand_sources(items: list[str]) -> list[tuple[str, str | None]]:
     return sorted(found.items())
 
 
+def pack(table: pa.Table) -> bytes:
+    """A table as one compressed Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
+        writer.write_table(table, max_chunksize=_IPC_BATCH_ROWS)
+    return bytes(sink.getvalue())
+
+
+def unpack(data: bytes | pa.Table) -> pa.Table:
+    """The table `pack` packed (a table passes through)."""
+    if isinstance(data, pa.Table):
+        return data
+    return ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def _fleet_columns(table: pa.Table, host: str | None, rank: int | None, window: int) -> pa.Table:
+    n = table.num_rows
+    for name, value, typ in (
+        ("host", host, pa.string()),
+        ("rank", rank, pa.int32()),
+        ("window", window, pa.int32()),
+    ):
+        idx = table.schema.get_field_index(name)
+        col = pa.repeat(pa.scalar(value, typ), n) if value is not None else pa.nulls(n, typ)
+        table = table.set_column(idx, name, col) if idx >= 0 else table.append_column(name, col)
+    return table
+
+
+def _shift_ids(events: pa.Table, index: int) -> pa.Table:
+    shift = pa.scalar(index << _ID_SHIFT, pa.int64())
+    for name in ("event_id", "parent_id"):
+        idx = events.schema.get_field_index(name)
+        events = events.set_column(idx, name, pc.add(events.column(name), shift))
+    return events
+
+
 def decode_member(task: MemberTask) -> MemberResult:
-    """Read, decode and attribute one file (runs on a worker)."""
+    """Read, decode and attribute one file (runs on a worker); its tables come back packed in
+    the store's file schema, ids made unique in the run, host and rank set."""
     out = MemberResult(task.index, task.source)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # as ingest does: millions of short-lived objects, none cyclic
@@ -183,13 +232,23 @@ def decode_member(task: MemberTask) -> MemberResult:
         rank = meta.pop("rank", None)
         out.rank = int(rank) if rank is not None else None
         out.meta = meta
-        out.events, out.requests = att.events, att.requests
         out.events_read = sum(dec.cols.read_by_phase.values())
         out.request_unit = att.request_unit
         out.warnings = [*dec.warnings, *dec.cols.warnings]
+        del dec
+        # The window is stamped by the parent, which alone sees every file's host and rank.
+        ev = _fleet_columns(_shift_ids(att.events, task.index), out.host, out.rank, 0)
+        rq = _fleet_columns(att.requests, out.host, out.rank, 0)
+        out.n_events, out.n_requests = ev.num_rows, rq.num_rows
+        del att
+        ev = ev.cast(schema.EVENTS_FILE)
+        out.events = pack(ev) if task.pack else ev
+        del ev
+        rq = rq.cast(schema.REQUESTS_FILE)
+        out.requests = pack(rq) if task.pack else rq
     except WorkbenchError as exc:
         out.error = (exc.subject, exc.problem)
-        out.events = out.requests = None
+        out.events = out.requests = b""
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -206,19 +265,6 @@ def parse_host_tags(items: list[str] | None) -> dict[str, dict[str, str]]:
             raise WorkbenchError(f"--host-tag {item!r}", "expected HOST:KEY=VALUE")
         out.setdefault(host.strip(), {}).update(parse_tags([tag], "--host-tag"))
     return out
-
-
-def _fleet_columns(table: pa.Table, host: str | None, rank: int | None, window: int) -> pa.Table:
-    n = table.num_rows
-    for name, value, typ in (
-        ("host", host, pa.string()),
-        ("rank", rank, pa.int32()),
-        ("window", window, pa.int32()),
-    ):
-        idx = table.schema.get_field_index(name)
-        col = pa.array([value] * n, typ) if value is not None else pa.nulls(n, typ)
-        table = table.set_column(idx, name, col) if idx >= 0 else table.append_column(name, col)
-    return table
 
 
 def _member_label(host: str | None, rank: int | None, window: int) -> str:
@@ -252,28 +298,23 @@ class _Merger:
         return self.writers[name]
 
     def add(self, r: MemberResult) -> None:
-        assert r.events is not None and r.requests is not None
         window = self.seen[(r.host, r.rank)]
         self.seen[(r.host, r.rank)] += 1
         label = _member_label(r.host, r.rank, window)
-        shift = pa.scalar(r.index << _ID_SHIFT, pa.int64())
-        ev = r.events
-        ev = ev.set_column(0, "event_id", pc.add(ev.column("event_id"), shift))
-        pidx = ev.schema.get_field_index("parent_id")
-        ev = ev.set_column(pidx, "parent_id", pc.add(ev.column("parent_id"), shift))
-        ev = ev.set_column(
-            1, "request_id", pc.binary_join_element_wise(label, ev.column("request_id"), "/")
-        )
-        rq = r.requests
-        rq = rq.set_column(
-            0, "request_id", pc.binary_join_element_wise(label, rq.column("request_id"), "/")
-        )
-        ev = _fleet_columns(ev, r.host, r.rank, window).cast(schema.EVENTS_FILE)
-        rq = _fleet_columns(rq, r.host, r.rank, window).cast(schema.REQUESTS_FILE)
-        self._writer("events").write_table(ev, row_group_size=256 * 1024)
-        self._writer("requests").write_table(rq)
-        self.requests += rq.num_rows
-        self.events += ev.num_rows
+        for name in ("events", "requests"):
+            table = unpack(getattr(r, name))
+            rid = table.schema.get_field_index("request_id")
+            table = table.set_column(
+                rid, "request_id", pc.binary_join_element_wise(label, table.column(rid), "/")
+            )
+            wid = table.schema.get_field_index("window")
+            window_col = pa.repeat(pa.scalar(window, pa.int32()), table.num_rows)
+            self._writer(name).write_table(
+                table.set_column(wid, "window", window_col), row_group_size=256 * 1024
+            )
+        ev_rows, rq_rows = r.n_events, r.n_requests
+        self.requests += rq_rows
+        self.events += ev_rows
         self.events_read += r.events_read
         self.units.add(r.request_unit)
         self.warnings += [f"{r.source}: {w}" for w in r.warnings]
@@ -289,8 +330,8 @@ class _Merger:
                 "hardware": r.meta.get("hardware"),
                 "driver_version": r.meta.get("driver_version"),
                 "runtime_version": r.meta.get("runtime_version"),
-                "events": ev.num_rows,
-                "requests": rq.num_rows,
+                "events": ev_rows,
+                "requests": rq_rows,
                 "tags": sorted(self.host_tags.get(r.host or "", {}).items()),
             }
         )
@@ -354,7 +395,7 @@ def ingest_fleet(
             time.perf_counter() - started, engine.kind, 0.0,
         )  # fmt: skip
     tasks = [
-        MemberTask(i, f, hint, str(rules_path), request_pattern)
+        MemberTask(i, f, hint, str(rules_path), request_pattern, engine.kind != "serial")
         for i, (f, hint) in enumerate(files)
     ]
     total = sum(sizes)
@@ -366,12 +407,13 @@ def ingest_fleet(
         merger = _Merger(stage, host_tags)
         done_bytes = 0
         try:
-            for r in engine.map(decode_member, tasks):
+            # Packed results are a few MB: let each worker run two files ahead of this process.
+            for r in engine.map(decode_member, tasks, ahead=2 * engine.workers):
                 if r.error is not None:
                     raise WorkbenchError(*r.error)
                 merger.add(r)
                 shas.append(r.sha)
-                r.events = r.requests = None
+                r.events = r.requests = b""
                 done_bytes += sizes[r.index]
                 if progress is not None:
                     progress(
