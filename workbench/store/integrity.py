@@ -10,8 +10,6 @@ op table) costs a few tens of ms. Runs committed before hashes were recorded loa
 from __future__ import annotations
 
 import json
-import mmap
-import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +23,9 @@ from workbench.errors import WorkbenchError
 
 FILES_KEY: Final[bytes] = b"workbench.files"
 _ALGO: Final[str] = "xxh3-128"
+# Read in blocks, not mapped: a mapped file's pages count in the process's resident memory, so
+# hashing a run's files at commit made a fleet import's peak grow with the run's size.
+_BLOCK: Final[int] = 4 * 2**20
 # Files already found whole in this process, by identity and stat (the app loads runs again
 # and again); a rewrite changes the stat, so it is hashed anew.
 _verified: set[tuple[str, int, int, int, int]] = set()
@@ -34,10 +35,11 @@ _lock = threading.Lock()
 def digest(path: Path) -> str:
     """The file's content hash as recorded ("xxh3-128:<hex>")."""
     h = xxhash.xxh3_128()
-    with open(path, "rb") as fh:
-        if os.fstat(fh.fileno()).st_size:
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                h.update(mapped)
+    buf = bytearray(_BLOCK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as fh:
+        while n := fh.readinto(buf):
+            h.update(view[:n])
     return f"{_ALGO}:{h.hexdigest()}"
 
 
