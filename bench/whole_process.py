@@ -66,5 +66,5 @@ def run_tree(
     figures: dict[str, Any] = json.loads(lines[-1]) if last_line_json and lines else {}
     peaks["largest"] = max(per_pid.values(), default=0.0)
     figures.update(wall_s=wall, tree_cpu_s=cpu, load1_start=load1, tree_peak_mb=peaks["tree"],
-                   largest_process_mb=peaks["largest"], processes=len(per_pid), stdout=out)  # fmt: skip
+                   largest_process_mb=peaks["largest"], processes=len(per_pid), stdout=out, stderr=err)  # fmt: skip
     return figures
