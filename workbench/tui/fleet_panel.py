@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -18,11 +19,15 @@ from textual.worker import Worker, WorkerState
 
 from workbench.errors import WorkbenchError
 from workbench.terminal_text import for_terminal
-from workbench.triage.fleet import FleetView, fleet_view, text_lines
+
+if TYPE_CHECKING:
+    from workbench.triage.fleet import FleetView
 
 
 def fleet_text(view: FleetView, title: str) -> Text:
     """The panel's text: a title, then text_lines with flagged hosts and shared tags bold."""
+    from workbench.triage.fleet import text_lines
+
     # Host names and tags come from the traces: shown escaped, never sent to the terminal.
     out = Text(for_terminal(title), style="bold")
     for line in text_lines(view):
@@ -70,6 +75,8 @@ class FleetPanel(VerticalScroll):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="fleet", description="Fleet view")
     def _load(self, store: Path, failing: list[str], comparator: list[str]) -> None:
+        from workbench.triage.fleet import fleet_view
+
         view = fleet_view(store, failing, comparator)
         self.post_message(self.Loaded(view, cohort_title(failing, comparator)))
 
