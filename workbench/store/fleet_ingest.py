@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import glob
 import hashlib
+import os
 import resource
 import time
 from collections import Counter
@@ -110,6 +111,8 @@ class MemberResult:
     request_unit: str = ""
     warnings: list[str] = field(default_factory=list)
     peak_rss_mb: float = 0.0
+    pid: int = 0
+    cpu_s: float = 0.0  # the worker process's CPU seconds so far (start-up included)
     error: tuple[str, str] | None = None  # WorkbenchError does not pickle: (subject, problem)
 
 
@@ -129,6 +132,7 @@ class FleetReport:
     seconds: float
     engine: str
     worker_peak_rss_mb: float
+    worker_cpu_s: float = 0.0  # summed over the processes that decoded (this one if serial)
     warnings: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -252,7 +256,9 @@ def decode_member(task: MemberTask) -> MemberResult:
     finally:
         if gc_was_enabled:
             gc.enable()
-    out.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    out.peak_rss_mb = me.ru_maxrss / 1024
+    out.pid, out.cpu_s = os.getpid(), me.ru_utime + me.ru_stime
     return out
 
 
@@ -287,6 +293,7 @@ class _Merger:
         self.units: set[str] = set()
         self.warnings: list[str] = []
         self.peak_rss_mb = 0.0
+        self.cpu_by_pid: dict[int, float] = {}
 
     def _writer(self, name: str) -> pq.ParquetWriter:
         if name not in self.writers:
@@ -319,6 +326,7 @@ class _Merger:
         self.units.add(r.request_unit)
         self.warnings += [f"{r.source}: {w}" for w in r.warnings]
         self.peak_rss_mb = max(self.peak_rss_mb, r.peak_rss_mb)
+        self.cpu_by_pid[r.pid] = max(self.cpu_by_pid.get(r.pid, 0.0), r.cpu_s)
         self.metas.append(r.meta)
         self.members.append(
             {
@@ -468,5 +476,6 @@ def ingest_fleet(
         seconds=time.perf_counter() - started,
         engine=f"{engine.kind} ({engine.workers} worker{'s' if engine.workers > 1 else ''})",
         worker_peak_rss_mb=m.peak_rss_mb,
+        worker_cpu_s=sum(m.cpu_by_pid.values()),
         warnings=m.warnings,
     )
