@@ -64,7 +64,11 @@ with open_engine(workers=1 if mode == "serial" else 2, client=client) as eng:
     rep = ingest_fleet(store, files, run_id="canary", engine=eng,
                        tags={"compiler_version": "2.5.0"})
     ingest_s = time.perf_counter() - t1
-    ingest_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    ingest_peak_mb = me.ru_maxrss / 1024
+    # The import's CPU: this process so far, plus the workers' own (they report it; forked
+    # from a fork server, they are not this process's children). Serial: this process only.
+    ingest_cpu_s = me.ru_utime + me.ru_stime + (rep.worker_cpu_s if mode != "serial" else 0.0)
     t2 = time.perf_counter()
     view = fleet_view(store, ["canary"], engine=eng) if not ingest_only else None
     triage_s = time.perf_counter() - t2
@@ -77,7 +81,7 @@ print(json.dumps({
     "events": rep.events, "requests": rep.requests, "files": rep.files,
     "worker_peak_mb": rep.worker_peak_rss_mb, "self_peak_mb": me.ru_maxrss / 1024,
     "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
-    "ingest_peak_mb": ingest_peak_mb,
+    "ingest_peak_mb": ingest_peak_mb, "ingest_cpu_s": ingest_cpu_s,
     "flagged": c.flagged if c else None, "top_host": c.hosts[0].key if c else None,
     "shared": [f"{s.key}={s.value}" for s in c.shared_tags if s.others == 0] if c else None,
 }))
@@ -262,7 +266,8 @@ def main() -> None:
                 runs[mode].append(r)
                 print(
                     f"ours {mode:<6}: ingest {r['ingest_s']:.1f} s (process {r['wall_s']:.1f} s, "
-                    f"CPU {r['cpu_s']:.1f} s, load {r['load1_start']:.1f}), "
+                    f"CPU {r['tree_cpu_s']:.1f} s, import CPU {r['ingest_cpu_s']:.1f} s, "
+                    f"load {r['load1_start']:.1f}), "
                     f"largest process {r['largest_process_mb']:.0f} MB, tree "
                     f"{r['tree_peak_mb']:.0f} MB, {r['events']:,} events; flagged {r['flagged']} "
                     f"sharing {r['shared']}"
@@ -279,7 +284,10 @@ def main() -> None:
             fig[f"ours_{m}_ingest_s"] = round(med[m], 2)
             fig[f"ours_{m}_ingest_s_runs"] = [round(r["ingest_s"], 1) for r in rs]
             fig[f"ours_{m}_process_s"] = round(statistics.median(r["wall_s"] for r in rs), 2)
-            fig[f"ours_{m}_cpu_s"] = round(statistics.median(r["cpu_s"] for r in rs), 1)
+            fig[f"ours_{m}_cpu_s"] = round(statistics.median(r["tree_cpu_s"] for r in rs), 1)
+            fig[f"ours_{m}_ingest_cpu_s"] = round(
+                statistics.median(r["ingest_cpu_s"] for r in rs), 1
+            )
             fig[f"ours_{m}_largest_process_mb"] = round(max(r["largest_process_mb"] for r in rs))
             fig[f"ours_{m}_flagged"] = rs[0]["flagged"]
             fig[f"ours_{m}_shared_tags"] = rs[0]["shared"]
@@ -290,10 +298,10 @@ def main() -> None:
             ]
             fig[f"{m}2_speedup_vs_serial"] = round(med["serial"] / med[m], 2)
             fig[f"{m}2_speedup_vs_serial_by_round"] = [round(v, 2) for v in rounds]
-            # What two free cores would give: serial CPU over half the 2-worker CPU (whole
-            # processes). Wall time on this shared box is that, capped by the CPU others leave.
+            # What two free cores would give: the import's serial CPU over half its 2-worker
+            # CPU. Wall time on this shared box is that, capped by the CPU others leave.
             fig[f"{m}2_speedup_if_2_free_cores"] = round(
-                2 * fig["ours_serial_cpu_s"] / fig[f"ours_{m}_cpu_s"], 2
+                2 * fig["ours_serial_ingest_cpu_s"] / fig[f"ours_{m}_ingest_cpu_s"], 2
             )
         fig["load1_at_runs"] = [round(r["load1_start"], 1) for rs in runs.values() for r in rs]
         fig["slowed_hosts_flagged_first_everywhere"] = all(
