@@ -267,3 +267,27 @@ def test_v1_store_reads_unchanged(tmp_path: Path) -> None:
         con.close()
     assert n[0][0] == view.failing.n
     assert store_hash(store) == before
+
+
+def test_workers_send_packed_tables_in_the_file_schema(fleet_dir: Path) -> None:
+    """What crosses from a worker is compressed Arrow IPC already in the store's schema, ids
+    shifted by the file's index; the serial engine keeps the same table unpacked."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from workbench.store import schema
+    from workbench.store.fleet_ingest import MemberTask, decode_member, unpack
+    from workbench.store.rules import DEFAULT_RULES
+
+    src = str(sorted(fleet_dir.rglob("*.json"))[0])
+    packed = decode_member(MemberTask(3, src, None, str(DEFAULT_RULES), None))
+    assert packed.error is None and isinstance(packed.events, bytes)
+    events = unpack(packed.events)
+    assert events.schema == schema.EVENTS_FILE and events.num_rows == packed.n_events > 0
+    assert len(packed.events) < events.nbytes / 2  # compressed, not the raw buffers
+    assert pc.all(pc.equal(pc.shift_right(events.column("event_id"), 32), 3)).as_py()
+    assert set(events.column("host").to_pylist()) == {packed.host} and packed.host is not None
+    plain = decode_member(MemberTask(3, src, None, str(DEFAULT_RULES), None, pack=False))
+    assert isinstance(plain.events, pa.Table) and plain.events.equals(events)
+    assert unpack(packed.requests).equals(plain.requests)
+    assert packed.pid > 0 and packed.cpu_s > 0
