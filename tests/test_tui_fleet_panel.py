@@ -65,3 +65,23 @@ def test_unknown_run_is_one_line_in_the_panel(fleet_store: Path) -> None:
     assert panel.view is None and panel.error is not None
     assert text.startswith("Fleet view failed: ") and "nope" in text
     assert "\n" not in panel.error
+
+
+def test_fleet_screen_opens_over_the_app_and_closes(fleet_store: Path) -> None:
+    from workbench.tui.fleet_screen import FleetScreen
+
+    async def go() -> tuple[str, bool]:
+        app = App[None]()
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.push_screen(FleetScreen(fleet_store, ["canary"]))
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            shown = str(app.screen.query_one("#fleet-text", Static).render())
+            await pilot.press("escape")
+            await pilot.pause()
+            return shown, isinstance(app.screen, FleetScreen)
+
+    shown, still_open = asyncio.run(go())
+    assert shown.startswith("Fleet view: failing canary") and "  * host02" in shown
+    assert not still_open
