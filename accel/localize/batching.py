@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
 from accel.cost import run_starts
-from accel.localize.requeue import QueueState, batch_heads, batch_ids
+from accel.localize.requeue import REPRO_QS, QueueState, batch_heads, batch_ids
 from accel.ops import F64, I64, OpArrays, RequestArrays
+from accel.stats import quantile
+
+# The simulated batcher must give back each run's observed p50/p95/p99 within this relative
+# error before its policy swap is used: it is a model of its own, apart from the queue re-run.
+SIM_TOLERANCE: Final[float] = 0.25
 
 
 def policy(q: QueueState, req: RequestArrays) -> tuple[int, float]:
@@ -82,3 +89,38 @@ def batch_swap(
     own = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(fq, fr))
     swapped = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(cq, cr))
     return own, swapped
+
+
+@dataclass(frozen=True)
+class IngressSwap:
+    """The batch-policy swap and whether the simulated batcher can be trusted with it."""
+
+    own: F64  # failing's latency, simulated under its own policy
+    swapped: F64  # ... and under the comparator's
+    error: float  # worst relative error of the simulation's p50/p95/p99, both runs
+
+    @property
+    def usable(self) -> bool:
+        return self.error <= SIM_TOLERANCE
+
+
+def _sim_error(simulated: F64, req: RequestArrays) -> float:
+    sim = np.asarray(quantile(simulated, list(REPRO_QS)), dtype=np.float64)
+    obs = np.asarray(quantile(req.latency_us, list(REPRO_QS)), dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.abs(sim / obs - 1.0)
+    return float(np.nanmax(np.where(obs > 0, rel, np.inf))) if rel.size else math.inf
+
+
+def ingress_swap(
+    fr: RequestArrays,
+    cr: RequestArrays,
+    queues: tuple[QueueState, QueueState],
+    ops: tuple[OpArrays, OpArrays],
+) -> IngressSwap:
+    """batch_swap of the pair, with how far the simulated batcher is from each run as observed
+    (the comparator simulated under its own policy too)."""
+    fq, cq = queues
+    own, swapped = batch_swap(fr, cr, fq, cq, ops[0])
+    own_c = batch_swap(cr, fr, cq, fq, ops[1])[0]
+    return IngressSwap(own, swapped, max(_sim_error(own, fr), _sim_error(own_c, cr)))
