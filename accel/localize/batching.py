@@ -69,10 +69,8 @@ def _own_work(padded: F64, size: F64, batch: I64, arrival: F64) -> F64:
     return np.asarray(np.where(first | (size <= 1), padded, cond), dtype=np.float64)
 
 
-def batch_swap(
-    fr: RequestArrays, cr: RequestArrays, fq: QueueState, cq: QueueState, ops: OpArrays
-) -> tuple[F64, F64]:
-    """Failing's latency under its own batching and under the comparator's (same model)."""
+def _fitted(fr: RequestArrays, fq: QueueState, ops: OpArrays) -> tuple[F64, F64, float, float]:
+    """The failing run's batcher inputs: (own work, other time, fixed, per_work)."""
     stage = np.nan_to_num(np.asarray(fr.stage_us, dtype=np.float64), nan=0.0)
     svc = stage[:, 1:5].sum(axis=1)
     size = np.maximum(np.asarray(fr.batch_size, dtype=np.float64), 1.0)
@@ -83,12 +81,8 @@ def batch_swap(
         per_work, fixed = (float(v) for v in np.polyfit(work_b[heads], svc[heads], 1))
     else:
         per_work, fixed = 0.0, float(np.median(svc))
-    per_work, fixed = max(per_work, 0.0), max(fixed, 0.0)
     work = _own_work(work_b / size, size, batch_ids(fr), fq.arrival)
-    other = stage[:, 5]
-    own = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(fq, fr))
-    swapped = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(cq, cr))
-    return own, swapped
+    return work, stage[:, 5], max(fixed, 0.0), max(per_work, 0.0)
 
 
 @dataclass(frozen=True)
@@ -121,6 +115,14 @@ def ingress_swap(
     """batch_swap of the pair, with how far the simulated batcher is from each run as observed
     (the comparator simulated under its own policy too)."""
     fq, cq = queues
-    own, swapped = batch_swap(fr, cr, fq, cq, ops[0])
-    own_c = batch_swap(cr, fr, cq, fq, ops[1])[0]
-    return IngressSwap(own, swapped, max(_sim_error(own, fr), _sim_error(own_c, cr)))
+    work, other, fixed, per_work = _fitted(fr, fq, ops[0])
+    own = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(fq, fr))
+    error = _sim_error(own, fr)
+    if error <= SIM_TOLERANCE:  # the comparator's own simulation only when this one holds
+        c_work, c_other, c_fixed, c_per_work = _fitted(cr, cq, ops[1])
+        own_c = _simulate_batcher(cq.arrival, c_work, c_other, c_fixed, c_per_work, *policy(cq, cr))
+        error = max(error, _sim_error(own_c, cr))
+    if error > SIM_TOLERANCE:
+        return IngressSwap(own, own, error)  # not used: no swapped run is made
+    swapped = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(cq, cr))
+    return IngressSwap(own, swapped, error)
