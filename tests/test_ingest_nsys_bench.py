@@ -33,5 +33,8 @@ def test_small_run_reports_rates_against_the_bare_read() -> None:
     assert fig["decode_over_bare_median"] == pytest.approx(
         fig["decode_s_median"] / fig["bare_s_median"], rel=0.05
     )
+    assert fig["decode_kernel_rows_per_cpu_s"] == pytest.approx(
+        4000 / fig["decode_cpu_s_median"], rel=0.05
+    )
     assert fig["ingest_s_median"] > fig["bare_s_median"]
     assert any(line.startswith("run 1: bare kernel read") for line in lines)
