@@ -201,9 +201,10 @@ def _assemble(parts: list[Rows], names: list[str | None]) -> tuple[TraceColumns,
     keep = _first_of_nested(api, host_pid, corr, corr_ok, start, end)
     dropped = 0 if keep is None else int((~keep).sum())
     # Correlation ids restart in every process: make them one key when several processes ran.
-    if np.unique(host_pid[corr_ok]).size > 1:
+    linked = host_pid[corr_ok]
+    if linked.size and linked.min() != linked.max():
         corr = np.where(corr_ok, (host_pid << 32) | (corr & 0xFFFFFFFF), corr)
-    del host_pid
+    del host_pid, linked
 
     def kept(a: Arr) -> Arr:
         return a if keep is None else cast(Arr, a[keep])

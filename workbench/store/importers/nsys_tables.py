@@ -129,14 +129,14 @@ def runtime_rows(table: pa.Table, strings: Strings, runtime_cat: int, driver_cat
     n = table.num_rows
     name = strings.codes(*_ids(table, "name_id"))
     # Runtime API names start with "cuda"; the rest (cuLaunchKernel, cuModule...) are driver.
-    uniq, inverse = np.unique(name, return_inverse=True)
-    cats = np.array(
-        [runtime_cat if (strings.values[u] or "").startswith("cuda") else driver_cat
-         for u in uniq.tolist()], np.int64,
-    )  # fmt: skip
+    # One look per name used (a count over the codes, not a sort of the rows).
+    lut = np.full(len(strings.values), driver_cat, dtype=np.int64)
+    for u in np.flatnonzero(np.bincount(name, minlength=len(lut))).tolist():
+        if (strings.values[u] or "").startswith("cuda"):
+            lut[u] = runtime_cat
     pid = _col(table, "pid")
     return Rows(
-        category=cats[inverse] if n else np.zeros(0, np.int64),
+        category=lut[name],
         name=name,
         start=_col(table, "start"),
         end=_col(table, "end"),
