@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -14,22 +13,9 @@ from workbench.errors import WorkbenchError
 from workbench.store import schema
 from workbench.store.layout import PART_FILE, partition_dir, run_file, run_ids
 
-_QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-
-
-def queries_dir() -> Path:
-    """queries/ at the repository root, or the copy packed into an installed wheel."""
-    here = Path(__file__).resolve()
-    repo = here.parents[2] / "queries"
-    return repo if repo.is_dir() else here.parents[1] / "_queries"
-
-
-@cache
-def load_query(name: str) -> str:
-    """The text of queries/<name>.sql."""
-    if not _QUERY_NAME.fullmatch(name):
-        raise ValueError(f"bad query name {name!r}")
-    return (queries_dir() / f"{name}.sql").read_text(encoding="utf-8")
+# Re-exported: queries/ is found and read the same way by every reader of it.
+from workbench.store.query_files import load_query as load_query
+from workbench.store.query_files import queries_dir as queries_dir
 
 
 def _empty_view(con: duckdb.DuckDBPyConnection, name: str, s: pa.Schema) -> None:
