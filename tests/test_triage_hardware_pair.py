@@ -75,5 +75,8 @@ def test_cli_refuses_the_pair_in_one_line(store: Path) -> None:
     )  # fmt: skip
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    assert "'mi300x'" in lines[0] and "requests" in lines[0]
+    assert "'mi300x'" in lines[0] and "1 request vs 1 request" in lines[0]
+    # it leads with the hardware difference, naming both devices
+    assert "inconclusive: different hardware" in lines[0]
+    assert "MI300X" in lines[0] and "H100" in lines[0]
     assert store_hash(store) == before
