@@ -212,16 +212,18 @@ def main() -> None:
         "repeat": args.repeat,
         "headless": True,
         "first_screen_s_median": round(statistics.median(first), 3),
-        "runs_filled_s_median": round(statistics.median(filled), 3),
+        "runs_filled_cached_s_median": round(statistics.median(filled), 3),
         "first_screen_s_min": round(min(first), 3),
-        "runs_filled_s_min": round(min(filled), 3),
+        "runs_filled_cached_s_min": round(min(filled), 3),
         "first_screen_budget_s": 1.0,
         "runs_filled_budget_s": 2.0,
         "bare_textual_first_screen_s_median": round(bare_median, 3),
         "first_screen_vs_bare_ratio": round(statistics.median(first) / bare_median, 2),
-        "runs_filled_vs_bare_ratio": round(statistics.median(filled) / bare_median, 2),
+        "runs_filled_cached_vs_bare_ratio": round(statistics.median(filled) / bare_median, 2),
         "runs_filled_cold_s_median": round(statistics.median(cold), 3),
         "runs_filled_cold_vs_bare_ratio": round(statistics.median(cold) / bare_median, 2),
+        "first_screen_ratio_budget": 1.3,
+        "runs_filled_ratio_budget": 2.0,
     }
     for name, got in drills.items():
         figures[f"drill_{name}_fresh_process_s_median"] = round(
@@ -232,11 +234,13 @@ def main() -> None:
         )
         figures[f"drill_{name}_request_events"] = int(got[0]["cold_events"])
     print(
-        f"median of {args.repeat}: first screen {figures['first_screen_s_median']} s "
-        f"(budget 1.0), runs list filled {figures['runs_filled_s_median']} s (budget 2.0); "
-        f"bare Textual app {figures['bare_textual_first_screen_s_median']} s; ratios "
-        f"{figures['first_screen_vs_bare_ratio']} and {figures['runs_filled_vs_bare_ratio']} "
-        f"(cold runs list {figures['runs_filled_cold_vs_bare_ratio']})"
+        f"median of {args.repeat}: first screen {figures['first_screen_s_median']} s, runs list "
+        f"filled {figures['runs_filled_cached_s_median']} s from the runs cache and "
+        f"{figures['runs_filled_cold_s_median']} s cold; bare Textual app "
+        f"{figures['bare_textual_first_screen_s_median']} s; ratios to it: first screen "
+        f"{figures['first_screen_vs_bare_ratio']} (budget 1.3), runs list "
+        f"{figures['runs_filled_cached_vs_bare_ratio']} cached and "
+        f"{figures['runs_filled_cold_vs_bare_ratio']} cold (budget 2)"
     )
     print(json.dumps(figures))
 

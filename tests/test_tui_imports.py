@@ -57,3 +57,23 @@ def test_opening_the_app_loads_no_data_stack() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "", f"importing the app loaded {out}"
+
+
+def test_a_cold_runs_list_loads_duckdb_only(tmp_path: Path) -> None:
+    # The app's first start on a store (no runs cache) reads the runs list with duckdb; pyarrow
+    # and numpy cost more import time than the query and must wait for a screen that needs them.
+    store = Path(__file__).resolve().parents[1] / "sample_traces"
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from workbench.store.runs import list_runs\n"
+        f"runs = list_runs(Path({str(store)!r}))\n"
+        "print(len(runs), min(r.n_requests for r in runs))\n"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    n_runs, least = out[0].split()
+    assert int(n_runs) == 5 and int(least) > 0, out
+    assert out[1] == "duckdb", f"reading the runs list loaded {out[1]}"
