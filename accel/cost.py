@@ -255,11 +255,21 @@ def _tiled_us(
     p: CostParams,
 ) -> F64:
     """Compute time of tiled ops from their vector-unit time; tm, tn: per op or one tile for all."""
+    return _on_matrix(vec_us, _issued(m, n, tm, tn, hw, p), hw, p)
+
+
+def _issued(
+    m: F64, n: F64, tm: F64 | float, tn: F64 | float, hw: HardwareProfile, p: CostParams
+) -> F64:
+    """Work actually issued over work needed: every slot of every wave runs a full tile."""
+    _, t_waves, slots = _quantize(m, n, tm, tn, hw, p)
+    return np.asarray(t_waves * slots * tm * tn / (m * n), dtype=np.float64)
+
+
+def _on_matrix(vec_us: F64, issued: F64, hw: HardwareProfile, p: CostParams) -> F64:
+    """Compute time on the matrix unit of ops with this vector-unit time and issued work."""
     vec, mat = _us_per_flop(hw, p)
     on_matrix_factor = 1.0 + (mat / vec - 1.0)
-    # Work actually issued: every slot of every wave runs a full tm x tn tile.
-    _, t_waves, slots = _quantize(m, n, tm, tn, hw, p)
-    issued = t_waves * slots * tm * tn / (m * n)
     return np.asarray(vec_us * (on_matrix_factor * issued), dtype=np.float64)
 
 
@@ -420,10 +430,12 @@ def retimed(
     *,
     tiles: Sequence[tuple[float, float]] = (),
     fallback: bool | None = None,
+    fastest: bool = False,
 ) -> Iterator[F64]:
     """op_times(...).predicted_us[sel] had ops `sel` run with each tile of `tiles` (one array
     per tile, each made when asked for), or with fallback flag `fallback` when no tiles are
-    given; base = op_times(ops, hw, params).
+    given; base = op_times(ops, hw, params). `fastest`: one array, each op on its fastest
+    tile of `tiles` (the least of the arrays, without making each).
 
     Only compute time depends on the tile and the fallback flag (memory, spill and launches
     depend on bytes, tiers and groups), so only `sel` is re-costed: O(len(sel)), not O(ops).
@@ -487,6 +499,16 @@ def retimed(
         ),
         _Candidates(solo, vec_us, sub, out.memory_us[solo], sub.observed_us[solo], False),
     ]
+    if fastest:
+        usable = [t for t in tiles if _in_range(np.array(t, dtype=np.float64)).all()]
+        best = out.predicted_us.copy()
+        if usable:
+            for part in parts:
+                for at, t in part.fastest(usable, hw, params):
+                    # A tile out of range leaves the ops untiled: that time is on the menu too.
+                    best[at] = t if len(usable) == len(tiles) else np.minimum(best[at], t)
+        yield best
+        return
     for tm, tn in tiles:
         alt = out.predicted_us.copy()
         if _in_range(np.array((tm, tn), dtype=np.float64)).all():
@@ -520,10 +542,24 @@ class _Candidates:
         """(positions, predicted time) chunk by chunk, with every candidate on a tm x tn tile."""
         for sl in chunks(self.at.size):
             c = _tiled_us(self.vec_us[sl], self.m[sl], self.n[sl], tm, tn, hw, p)
-            if self.fused:
-                yield self.at[sl], _fused_us(c, self.memory_us[sl], self.extra_us[sl], p)
-            else:
-                t = np.empty(c.size)
-                mod = np.ones(c.size, dtype=np.bool_)  # candidates are modelled
-                _overlapped(c, self.memory_us[sl], mod, self.extra_us[sl], hw, p, t)
-                yield self.at[sl], t
+            yield self.at[sl], self._time(sl, c, hw, p)
+
+    def fastest(
+        self, tiles: Sequence[tuple[float, float]], hw: HardwareProfile, p: CostParams
+    ) -> Iterator[tuple[NDArray[np.intp], F64]]:
+        """As tiled, on each candidate's fastest tile of `tiles` (all in range): the time
+        grows with compute, and compute with the issued work, so that tile has the least."""
+        for sl in chunks(self.at.size):
+            m, n = self.m[sl], self.n[sl]
+            issued = _issued(m, n, *tiles[0], hw, p)
+            for tm, tn in tiles[1:]:
+                np.minimum(issued, _issued(m, n, tm, tn, hw, p), out=issued)
+            yield self.at[sl], self._time(sl, _on_matrix(self.vec_us[sl], issued, hw, p), hw, p)
+
+    def _time(self, sl: slice, c: F64, hw: HardwareProfile, p: CostParams) -> F64:
+        if self.fused:
+            return _fused_us(c, self.memory_us[sl], self.extra_us[sl], p)
+        t = np.empty(c.size)
+        mod = np.ones(c.size, dtype=np.bool_)  # candidates are modelled
+        _overlapped(c, self.memory_us[sl], mod, self.extra_us[sl], hw, p, t)
+        return t

@@ -99,7 +99,7 @@ def _regret(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost) -> F64:
     base = cost.predicted_us[tuned]
     best = base.copy()
     for part in chunks(tuned.size, _RETIMED_PART):
-        for alt in retimed(ops, cost, tuned[part], hw, tiles=menu):
+        for alt in retimed(ops, cost, tuned[part], hw, tiles=menu, fastest=True):
             np.minimum(best[part], alt, out=best[part])
     ok = base > 0
     out[tuned[ok]] = (base[ok] - best[ok]) / base[ok]

@@ -55,6 +55,30 @@ def test_retimed_menu_of_tiles_equals_full_op_times(seed: int, profile: str) -> 
         np.testing.assert_array_equal(got, want)
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    profile=st.sampled_from(sorted(PROFILES)),
+    overlap=st.floats(0.0, 1.0),
+    with_untiled=st.booleans(),
+)
+def test_fastest_tile_is_the_least_of_the_menu(
+    seed: int, profile: str, overlap: float, with_untiled: bool
+) -> None:
+    """`fastest` picks each op's tile by its issued work alone: the least of the per-tile times
+    (to rounding: the overlap formula is monotone in compute, its rounding is not quite)."""
+    run = random_run(seed, 8, 30, nan_share=0.1)
+    ops, hw, params = run.ops, get_profile(profile), CostParams(overlap=overlap)
+    base = op_times(ops, hw, params)
+    sel = np.flatnonzero(np.random.default_rng(seed).random(ops.size) < 0.7)
+    menu = [(64.0, 64.0), (256.0, 128.0), (128.0, 256.0), (32.0, 512.0)]
+    if with_untiled:
+        menu.append((float("nan"), 128.0))
+    least = np.min(np.stack(list(retimed(ops, base, sel, hw, params, tiles=menu))), axis=0)
+    (got,) = retimed(ops, base, sel, hw, params, tiles=menu, fastest=True)
+    np.testing.assert_allclose(got, least, rtol=1e-12, atol=0.0)
+
+
 def test_retimed_yields_one_array_per_tile() -> None:
     run = random_run(3, 4, 20)
     hw = get_profile("h100")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from accel.block_bootstrap import block_bootstrap_quantile_diff, block_length
 from accel.localize.trigger import (
     INCONCLUSIVE,
     NO_REGRESSION,
@@ -12,7 +13,7 @@ from accel.localize.trigger import (
     decide,
     thresholds,
 )
-from accel.stats import block_bootstrap_quantile_diff, block_length, bootstrap_quantile_diff
+from accel.stats import bootstrap_quantile_diff
 
 RNG = np.random.default_rng(11)
 

@@ -228,3 +228,33 @@ def test_tail_drivers_core_imbalance_counts_real_cores_only() -> None:
     got = {r["driver"]: r for r in rows}["core_imbalance"]
     assert got["n_failing_tail"] == len(tail)
     assert got["failing_tail_us"] == pytest.approx(float(np.mean(imb)), abs=1e-3)
+
+
+@pytest.mark.parametrize("where", ["incident", "fallbacks"])
+def test_fallback_recompile_rates_count_what_the_events_hold(where: str, tmp_path: Path) -> None:
+    """Counted against the Parquet events themselves: ops, flagged events and the distinct
+    requests they touch (events without a request are not a request)."""
+    import pyarrow.parquet as pq
+
+    store = tmp_path / "store"
+    if where == "incident":
+        incident_store(store)
+    else:
+        write_run(store, RunSpec("comparator", seed=1, fallback_share=0.01))
+        write_run(store, RunSpec("failing", seed=2, fallback_share=0.2, recompile_us=900.0))
+    c = db.connect(store)
+    try:
+        rows = db.query(c, "fallback_recompile_rates", PAIR).to_pylist()
+    finally:
+        c.close()
+    flagged_any = 0
+    for r in rows:
+        ev = pq.read_table(store / "events" / f"run_id={r['run_id']}").to_pydict()
+        fb = [rid for rid, f in zip(ev["request_id"], ev["fallback"], strict=True) if f]
+        rc = [rid for rid, f in zip(ev["request_id"], ev["recompile"], strict=True) if f]
+        assert r["n_ops"] == sum(s is not None for s in ev["stage"])
+        assert (r["fallback_ops"], r["recompile_events"]) == (len(fb), len(rc))
+        assert r["requests_with_fallback"] == len({x for x in fb if x is not None})
+        assert r["requests_with_recompile"] == len({x for x in rc if x is not None})
+        flagged_any += len(fb) + len(rc)
+    assert flagged_any > 0  # the store exercises the distinct counts

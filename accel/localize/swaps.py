@@ -6,7 +6,6 @@ A core's share of rows moves time along the failing run's own time-per-row.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -20,11 +19,10 @@ from accel.localize.matching import (
     SwapInputs,
     Timing,
     group_medians,
-    grouped,
     signature_of,
 )
 from accel.localize.requeue import QueueState, requeue
-from accel.ops import F64, OpArrays, RunArrays, joint_name_codes
+from accel.ops import F64, I64, OpArrays, RunArrays, joint_name_codes
 from accel.replay import stage_times
 from accel.stages import STAGE_CODE, STAGES
 
@@ -88,6 +86,26 @@ def lowering_swap(
     return delta
 
 
+def _ols_slopes(code: I64, x: F64, y: F64, k: int) -> F64:
+    """Per code 0..k-1: the least-squares slope of y on x, at least 0; 0 where a code has
+    fewer than 3 points or one x value. Grouped sums in one pass each, not a fit per code."""
+    n = np.bincount(code, minlength=k).astype(np.float64)
+    has = n > 0
+    mx = np.divide(np.bincount(code, x, k), n, out=np.zeros(k), where=has)
+    my = np.divide(np.bincount(code, y, k), n, out=np.zeros(k), where=has)
+    dx = x - mx[code]
+    sxx = np.bincount(code, dx * dx, k)
+    sxy = np.bincount(code, dx * (y - my[code]), k)
+    # One x value: a rounded mean leaves dx tiny but not 0, so test the spread itself.
+    lo, hi = np.full(k, np.inf), np.full(k, -np.inf)
+    np.minimum.at(lo, code, x)
+    np.maximum.at(hi, code, x)
+    ok = (n >= 3) & (hi > lo) & (sxx > 0)
+    out = np.zeros(k)
+    out[ok] = np.maximum(sxy[ok] / sxx[ok], 0.0)
+    return out
+
+
 def placement_swap(
     f: OpArrays, c: OpArrays, n_req: int, observed: F64, m: Match | None = None
 ) -> F64:
@@ -134,15 +152,7 @@ def placement_swap(
     # Time per row of each op name, fitted on the failing run's own shards (observed = a + b*m):
     # moving rows between cores moves b * rows of time.
     t = np.nan_to_num(f.observed_us[sel], nan=0.0)
-    slope = np.zeros(nv)
-    # Each name's shards in their original order, sliced instead of masked.
-    by_code, bounds = grouped(f_code, nv)
-    m_by, t_by = f.m[sel][by_code], t[by_code]
-    for code, (lo, hi) in enumerate(itertools.pairwise(bounds.tolist())):
-        x = m_by[lo:hi]
-        if hi - lo >= 3 and np.ptp(x) > 0:
-            slope[code] = max(float(np.polyfit(x, t_by[lo:hi], 1)[0]), 0.0)
-    del by_code, m_by, t_by
+    slope = _ols_slopes(f_code, f.m[sel], t, nv)
     new_us = np.nan_to_num(f.observed_us, nan=0.0)
     new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - f.m[sel], 0.0), 0.0)
     cores = f.core.copy()

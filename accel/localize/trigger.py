@@ -17,9 +17,9 @@ from typing import Final
 
 import numpy as np
 
+from accel.block_bootstrap import block_bootstrap_quantile_diffs, block_length
 from accel.localize.gaps import QNAMES, QS, at_q
 from accel.ops import F64
-from accel.stats import block_bootstrap_quantile_diffs, block_length
 
 REGRESSION: Final[str] = "regression"
 NO_REGRESSION: Final[str] = "no regression"

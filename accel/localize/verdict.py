@@ -18,6 +18,7 @@ latency minus what it blames, no queue), and the confidence is capped at FALLBAC
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Final
 
@@ -87,6 +88,15 @@ def _rerun_doc(rep: Reproduction) -> dict[str, float]:
     return out
 
 
+def _check_pair(swap: SwapInputs, failing: RunArrays, comparator: RunArrays) -> SwapInputs:
+    pair = (failing.run_id, comparator.run_id)
+    if (swap.failing, swap.comparator) != pair:
+        raise ValueError(
+            f"swap inputs of {swap.failing} vs {swap.comparator} are not of {pair[0]} vs {pair[1]}"
+        )
+    return swap
+
+
 def localize(
     failing: RunArrays,
     comparator: RunArrays,
@@ -97,7 +107,7 @@ def localize(
     n_boot: int = N_BOOT,
     seed: int = 0,
     replays: tuple[Replayed | None, Replayed | None] = (None, None),
-    prepared: SwapInputs | None = None,
+    prepared: SwapInputs | Callable[[], SwapInputs] | None = None,
     comparator_hw: HardwareProfile | None = None,
     context: tuple[str, ...] = (),
 ) -> Localization:
@@ -106,7 +116,7 @@ def localize(
     `method` "full" is DESIGN §5; "no_swap" skips the plan swaps; "naive" names the first stage
     whose raw time moved (kept for the ablation in bench/localize.py). `replays`: replayed(run,
     hw) of failing and of comparator, and `prepared`: swap_inputs(failing, comparator), when
-    the caller made them already (None: made here). `comparator_hw`: the comparator's own
+    the caller made them already (None: made here; a callable: called when they are first needed). `comparator_hw`: the comparator's own
     hardware when it differs from `hw`. `context`: reasons, known to the caller, that the
     pair cannot be compared (e.g. locked tags that differ), which make it inconclusive.
     """
@@ -117,12 +127,8 @@ def localize(
             raise ValueError(
                 f"replay of {rep.run_id} on {rep.profile} is not of {run.run_id} on {hw.name}"
             )
-    pair = (failing.run_id, comparator.run_id)
-    if prepared is not None and (prepared.failing, prepared.comparator) != pair:
-        raise ValueError(
-            f"swap inputs of {prepared.failing} vs {prepared.comparator} are not of {pair[0]} "
-            f"vs {pair[1]}"
-        )
+    if isinstance(prepared, SwapInputs):
+        _check_pair(prepared, failing, comparator)
     pol = policy or TriggerPolicy()
     fr, cr = failing.requests, comparator.requests
     lf, lc = _order(failing), _order(comparator)
@@ -225,7 +231,7 @@ def _localize_triggered(
     claims: list[Claim],
     common: _Common,
     replays: tuple[Replayed | None, Replayed | None],
-    prepared: SwapInputs | None,
+    prepared: SwapInputs | Callable[[], SwapInputs] | None,
     seed: int,
 ) -> Localization:
     gaps = trig.gaps.gap
@@ -307,7 +313,8 @@ def _localize_triggered(
     )
     cands: list[Candidate] = []
     parts: dict[str, float] = {}
-    swap = prepared
+    # Asked for only now: a caller still making them (on another thread) overlaps the above.
+    swap = _check_pair(prepared(), failing, comparator) if callable(prepared) else prepared
     if method == "full" and reproduced:
         swap = swap or swap_inputs(failing, comparator)
         swapped, parts, matched = plan_swaps(

@@ -328,7 +328,7 @@ def _triage(
                     hw,
                     n_boot=evidence.N_BOOT,
                     replays=(replay_f, replay_c),
-                    prepared=swap.result(),
+                    prepared=swap.result,  # waited for only when the swaps need it
                     policy=pol,
                     comparator_hw=comparator_hw,
                     context=context,
