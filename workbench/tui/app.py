@@ -367,7 +367,7 @@ class WorkbenchApp(App[int]):
         change = changes.pin_fixed(run_id, inc.failing, inc.comparator)
         self.change_incident("Pin the fixed-metadata run", change)
 
-    def _on_open(
+    def _change_open(
         self, description: str, change: changes.IncidentChange, goto: str | None = None
     ) -> None:
         """A change to the open incident (a record call: see incident_changes.on_record)."""
@@ -377,16 +377,16 @@ class WorkbenchApp(App[int]):
         self.change_incident(description, change, goto)
 
     def assign_owner(self, role: str, person: str, roster: Roster) -> None:
-        self._on_open(f"Assign the {role}", changes.assign(role, person, roster))
+        self._change_open(f"Assign the {role}", changes.assign(role, person, roster))
 
     def classify(self) -> None:
-        self._on_open("Confirm the classification", changes.classify(), goto="owners")
+        self._change_open("Confirm the classification", changes.classify(), goto="owners")
 
     def validate_candidate(self, candidate: str) -> None:
-        self._on_open(f"Validate {candidate}", changes.validate(candidate))
+        self._change_open(f"Validate {candidate}", changes.validate(candidate))
 
     def set_rollback_criteria(self, criteria: list[RollbackCriterion]) -> None:
-        self._on_open("Save the rollback criteria", changes.rollback_criteria(criteria))
+        self._change_open("Save the rollback criteria", changes.rollback_criteria(criteria))
 
     def close_incident(self) -> None:
         inc = self.incident
@@ -401,7 +401,7 @@ class WorkbenchApp(App[int]):
         )
 
     def _close_now(self) -> None:
-        self._on_open("Close the incident", changes.close("closed from the workbench"))
+        self._change_open("Close the incident", changes.close("closed from the workbench"))
 
     # -- actions ------------------------------------------------------------------------------
 
