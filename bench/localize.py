@@ -106,7 +106,9 @@ def _trials(job: tuple[str, str, str, int, int, int, float]) -> list[Row]:
             t0 = time.perf_counter()
             loc = localize(fa, ca, hw, method=method)
             sec = time.perf_counter() - t0
-            rows.append(_row(("synth", how), profile, fault, method, pair.truth, loc, sec))
+            row = _row(("synth", how), profile, fault, method, pair.truth, loc, sec)
+            row["seed"] = seed + 7919 * t
+            rows.append(row)
     return rows
 
 
@@ -129,6 +131,7 @@ def _profsim_trials(job: tuple[str, str, str, str, int, int, int]) -> list[Row]:
             sec = time.perf_counter() - t0
             row = _row(("profsim", how), profile, fault, method, pair.truth, loc, sec)
             row["batching"] = batching
+            row["seed"] = seed + 7919 * t
             rows.append(row)
     return rows
 
@@ -323,6 +326,21 @@ def main() -> int:
         print(_confusion(rs, "truth_origin", "origin", stages))
         print(f"{name}: mechanism, full method")
         print(_confusion(rs, "truth_mechanism", "mechanism", mechs))
+
+    misses = [
+        r
+        for r in full
+        if (r["origin"], r["mechanism"]) != (r["truth_origin"], r["truth_mechanism"])
+    ]
+    print(
+        f"\nfull method's misses ({len(misses)}): cell, profile, fault, batching, seed -> verdict"
+    )
+    for r in misses:
+        print(
+            f"  {r['generator']}/{r['layout']} {r['profile']} {r['fault']} "
+            f"{r.get('batching', '-')} seed {r['seed']} -> {r['outcome']}: {r['origin']} / "
+            f"{r['mechanism']} (confidence {float(str(r['confidence'])):.2f})"
+        )
 
     faulty = [r for r in full if r["fault"] != "none"]
     bins, ece = _reliability(faulty)

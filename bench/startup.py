@@ -7,9 +7,10 @@ and reports medians. A bare Textual app is timed alongside (interleaved) as the 
 "Runs filled" is measured two ways: with the app's runs cache of a previous start (what a user
 sees from the second start on) and cold (a fresh state folder: the store read with duckdb).
 
-The drill-down is timed in the app on the sample store and, with --big-store, on a store of
-10M events (built there with bench/triage.py's builder when missing): once in a fresh process
-(duckdb not yet imported) and once more in the same process. Ends with one JSON line.
+The drill-down is timed in the app on the sample store and, with --big-store, on a store whose
+failing run holds 10M events (built there with bench/triage.py's builder when missing: two runs
+of 10M): once in a fresh process (duckdb not yet imported) and once more in the same process.
+Ends with one JSON line.
 
     uv run python bench/startup.py [STORE] [--repeat 5] [--big-store DIR]
 
@@ -142,17 +143,31 @@ def sample(store: Path | None, cold: bool = False, drill: bool = False) -> dict[
     return {k: v - start for k, v in marks.items()}
 
 
-def big_store(path: Path) -> Path:
-    """A store of 10M events (two runs of 5M) at path, built by bench/triage.py when missing."""
+BIG_RUN_EVENTS = 10_000_000
+
+
+def big_store(path: Path) -> tuple[Path, int]:
+    """A store whose failing run holds 10M events at path (built by bench/triage.py when
+    missing, failing and comparator alike); returns it with the failing run's event count."""
     if not (path / "runs").is_dir():
         sys.path.insert(0, str(ROOT / "bench"))
         sys.path.insert(0, str(ROOT / "tests"))
         from triage import build  # bench/triage.py
 
         t0 = time.monotonic()
-        n = build(path, 10_000_000)
+        n = build(path, 2 * BIG_RUN_EVENTS)
         print(f"built {n:,} events in {time.monotonic() - t0:.1f} s at {path}", flush=True)
-    return path
+    from workbench.store import db
+
+    con = db.connect(path)
+    try:
+        rows = con.sql("SELECT count(*) FROM events WHERE run_id = 'failing'").fetchall()
+    finally:
+        con.close()
+    events = int(rows[0][0])
+    if events < BIG_RUN_EVENTS:
+        sys.exit(f"{path}: its failing run holds {events:,} events, not 10M; give a new folder")
+    return path, events
 
 
 def main() -> None:
@@ -161,7 +176,9 @@ def main() -> None:
         "store", nargs="?", type=Path, default=Path("default"), help="default: the sample store"
     )
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--big-store", type=Path, help="10M-event store (built when missing)")
+    parser.add_argument(
+        "--big-store", type=Path, help="store with a 10M-event failing run (built when missing)"
+    )
     parser.add_argument("--child", nargs=2, type=Path, metavar=("STORE", "OUT"))
     parser.add_argument("--state", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--drill", nargs=2, type=Path, metavar=("STORE", "OUT"))
@@ -196,8 +213,9 @@ def main() -> None:
     sample_store = Path("sample_traces") if str(args.store) == "default" else args.store
     sample_store = sample_store if sample_store.is_absolute() else ROOT / sample_store
     stores = {"sample": sample_store}
+    big_events = 0
     if args.big_store:
-        stores["10M"] = big_store(args.big_store)
+        stores["10M"], big_events = big_store(args.big_store)
         drills["10M"] = []
     for _ in range(max(1, args.repeat // 2)):
         for name, path in stores.items():
@@ -212,16 +230,19 @@ def main() -> None:
         "repeat": args.repeat,
         "headless": True,
         "first_screen_s_median": round(statistics.median(first), 3),
-        "runs_filled_s_median": round(statistics.median(filled), 3),
+        "runs_filled_cached_s_median": round(statistics.median(filled), 3),
         "first_screen_s_min": round(min(first), 3),
-        "runs_filled_s_min": round(min(filled), 3),
+        "runs_filled_cached_s_min": round(min(filled), 3),
         "first_screen_budget_s": 1.0,
         "runs_filled_budget_s": 2.0,
         "bare_textual_first_screen_s_median": round(bare_median, 3),
         "first_screen_vs_bare_ratio": round(statistics.median(first) / bare_median, 2),
-        "runs_filled_vs_bare_ratio": round(statistics.median(filled) / bare_median, 2),
+        "runs_filled_cached_vs_bare_ratio": round(statistics.median(filled) / bare_median, 2),
         "runs_filled_cold_s_median": round(statistics.median(cold), 3),
         "runs_filled_cold_vs_bare_ratio": round(statistics.median(cold) / bare_median, 2),
+        "first_screen_ratio_budget": 1.3,
+        "runs_filled_ratio_budget": 2.0,
+        "drill_budget_s": 1.0,
     }
     for name, got in drills.items():
         figures[f"drill_{name}_fresh_process_s_median"] = round(
@@ -231,12 +252,16 @@ def main() -> None:
             statistics.median(g["warm"] for g in got), 3
         )
         figures[f"drill_{name}_request_events"] = int(got[0]["cold_events"])
+    if big_events:
+        figures["drill_10M_run_events"] = big_events
     print(
-        f"median of {args.repeat}: first screen {figures['first_screen_s_median']} s "
-        f"(budget 1.0), runs list filled {figures['runs_filled_s_median']} s (budget 2.0); "
-        f"bare Textual app {figures['bare_textual_first_screen_s_median']} s; ratios "
-        f"{figures['first_screen_vs_bare_ratio']} and {figures['runs_filled_vs_bare_ratio']} "
-        f"(cold runs list {figures['runs_filled_cold_vs_bare_ratio']})"
+        f"median of {args.repeat}: first screen {figures['first_screen_s_median']} s, runs list "
+        f"filled {figures['runs_filled_cached_s_median']} s from the runs cache and "
+        f"{figures['runs_filled_cold_s_median']} s cold; bare Textual app "
+        f"{figures['bare_textual_first_screen_s_median']} s; ratios to it: first screen "
+        f"{figures['first_screen_vs_bare_ratio']} (budget 1.3), runs list "
+        f"{figures['runs_filled_cached_vs_bare_ratio']} cached and "
+        f"{figures['runs_filled_cold_vs_bare_ratio']} cold (budget 2)"
     )
     print(json.dumps(figures))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -157,3 +159,101 @@ def test_parquetdir_export_is_refused(tmp_path: Path) -> None:
 
     pq.write_table(pa.table({"id": [0], "value": ["x"]}), pq_dir / "StringIds.parquet")
     _cli_fails(pq_dir, store, "export SQLite instead")
+
+
+def _events_by_key(decoded: Any) -> Counter[tuple[Any, ...]]:
+    cols, args = decoded.cols, decoded.args
+    names = cols.name.to_pylist()
+    cats = cols.category.to_pylist()
+    text = args.text.to_pylist()
+    return Counter(
+        (cats[i], names[i], float(cols.ts[i]), float(cols.dur[i]), int(cols.pid[i]),
+         int(cols.tid[i]), int(args.correlation[i]), bool(args.correlation_valid[i]), text[i])
+        for i in range(cols.n)
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("parts", [1, 3])
+def test_shares_read_the_same_rows(monkeypatch: pytest.MonkeyPatch, parts: int) -> None:
+    """The parallel read splits each table by rowid modulo: any split gives the same events."""
+    from workbench.store.importers import nsys_arrow
+    from workbench.store.importers.nsys_sqlite import read_nsys
+
+    base = _events_by_key(read_nsys(CURRENT))
+    monkeypatch.setattr(nsys_arrow, "PARTS", parts)
+    assert _events_by_key(read_nsys(CURRENT)) == base
+    # 6 requests: a kernel, two copies and a sync each, their 4 API calls, and an NVTX range
+    assert sum(base.values()) == 6 * (1 + 2 + 1 + 4 + 1)
+
+
+def test_kernel_args_are_json_launch_configuration() -> None:
+    from workbench.store.importers.nsys_sqlite import read_nsys
+
+    decoded = read_nsys(CURRENT)
+    cats = decoded.cols.category.to_pylist()
+    text = decoded.args.text.to_pylist()
+    kernel_args = [json.loads(t) for c, t in zip(cats, text, strict=True) if c == "kernel"]
+    assert len(kernel_args) == 6
+    assert kernel_args[0] == {
+        "grid": [132, 1, 1], "block": [128, 1, 1], "registers per thread": 128,
+        "shared memory": 0,
+    }  # fmt: skip
+    assert all(t is None for c, t in zip(cats, text, strict=True) if c == "cuda_runtime")
+
+
+def test_nvtx_text_that_is_not_utf8_is_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.sqlite"
+    shutil.copy(CURRENT, path)
+    with sqlite3.connect(path) as conn:
+        # 'caf\xe9' (Latin-1) stored as TEXT, as a careless producer might.
+        conn.execute(
+            "UPDATE NVTX_EVENTS SET text = CAST(x'636166e9' AS TEXT) WHERE text IS NOT NULL"
+        )
+    store = tmp_path / "s"
+    ingest(store, path, run_id="l1")
+    names = sorted({r["name"] for r in _rows(store, "requests", "l1")})
+    assert names == ["caf\ufffd", "request"]
+
+
+def test_text_in_an_integer_column_is_a_one_line_error(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    ingest(store, CURRENT, run_id="cur")
+    path = tmp_path / "typed.sqlite"
+    shutil.copy(CURRENT, path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE rowid = 2")
+    _cli_fails(path, store, "not a readable Nsight Systems export")
+
+
+def test_missing_column_names_it(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    ingest(store, CURRENT, run_id="cur")
+    path = tmp_path / "old.sqlite"
+    shutil.copy(CURRENT, path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN gridX")
+    _cli_fails(path, store, "CUPTI_ACTIVITY_KIND_KERNEL lacks gridX: unknown export schema")
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "queries").glob("nsys_*.sql")), ids=lambda p: p.stem
+)
+def test_nsys_query_has_header_and_named_parameters(path: Path) -> None:
+    from workbench.store.query_files import param_order
+
+    text = path.read_text()
+    head = "\n".join(line for line in text.splitlines() if line.startswith("--"))
+    for part in ("purpose:", "parameters:", "columns:"):
+        assert part in head, f"{path.name} header lacks {part}"
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+    assert "?" not in body and not re.search(r"(?<![:\w]):[a-z]", body), path.name
+    declared = set(re.findall(r"\$([a-z_]+)", head))
+    assert set(param_order(path.stem)) == declared, path.name
+
+
+def test_param_order_is_first_use_outside_comments_and_literals() -> None:
+    from workbench.store import query_files
+
+    assert query_files.param_order("nsys_kernels") == ("parts", "part")
+    assert query_files.param_order("nsys_nvtx_ranges") == ("push_pop", "start_end")
+    assert query_files.param_order("nsys_strings") == ()

@@ -48,13 +48,36 @@ def test_suspect_tag_may_differ(tmp_path: Path) -> None:
     assert [r.run_id for r in plain] == ["base", "same"]
     assert plain[0].eligible and any("isolates that change" in r for r in plain[0].reasons)
     assert [m.key for m in plain[0].mismatches] == ["compiler_version"]
-    assert any("a reproduction" in r for r in plain[1].reasons)
+    # the failing configuration from before the failure: a baseline, after the isolating run
+    assert plain[1].eligible and any(
+        "a baseline that isolates no change" in r for r in plain[1].reasons
+    )
     suspected = pairing.rank_comparators(c, "fail", suspect="compiler_version")
     assert suspected[0].run_id == "base" and suspected[0].eligible
     assert any("isolates the suspect" in r for r in suspected[0].reasons)
-    # the run that repeats the failing compiler is a reproduction: ranked after the comparison
-    assert suspected[1].run_id == "same"
-    assert any("a reproduction" in r for r in suspected[1].reasons)
+    # the run that repeats the failing compiler isolates nothing: ranked after the comparison
+    assert suspected[1].run_id == "same" and suspected[1].eligible
+    assert any(
+        "same compiler_version as the failing run, from before" in r for r in suspected[1].reasons
+    )
+
+
+def test_a_reproduction_is_not_an_eligible_comparator(tmp_path: Path) -> None:
+    """The failing configuration run again after the failure reproduces it: listed last, not
+    eligible, and saying why (the Pair screen and `triage --candidates` show this)."""
+    write_run(tmp_path, RunSpec("fail", seed=1, meta={"compiler_version": "2.6.0"}))
+    write_run(tmp_path, RunSpec("base", seed=2, start_offset_s=-7200))
+    write_run(
+        tmp_path, RunSpec("rerun", seed=3, start_offset_s=1800, meta={"compiler_version": "2.6.0"})
+    )
+    c = db.connect(tmp_path)
+    for suspect in (None, "compiler_version"):
+        ranked = pairing.rank_comparators(c, "fail", suspect=suspect)
+        assert [(r.run_id, r.eligible) for r in ranked] == [("base", True), ("rerun", False)]
+        assert any("run after it: a reproduction" in r for r in ranked[1].reasons), ranked[1]
+    pinned = pairing.rank_comparators(c, "fail", fixed="rerun")
+    assert [(r.run_id, r.eligible) for r in pinned] == [("base", True), ("rerun", False)]
+    assert any("the pinned fixed-metadata run" in r for r in pinned[1].reasons)
 
 
 def test_sample_store_pairing_with_the_compiler_under_suspicion() -> None:
@@ -74,6 +97,7 @@ def test_sample_store_pairing_with_the_compiler_under_suspicion() -> None:
         "candidate-synthetic",  # also after, and its traffic tag differs
         "fixed-metadata",  # the failing configuration again: a reproduction
     ]
+    assert [r.eligible for r in inferred] == [True, True, True, False]
     assert any("before the failing run" in r for r in inferred[0].reasons)
     assert any("after the failing run" in r for r in inferred[1].reasons)
     plain = pairing.pair_warnings(c, "failing", "comparator")

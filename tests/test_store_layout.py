@@ -115,3 +115,8 @@ def test_sigterm_during_the_renames_lands_after_them(tmp_path: Path) -> None:
     for name in schema.PARTITIONED:
         assert (layout.partition_dir(store, name, "second") / layout.PART_FILE).is_file()
     assert not (store / layout.STAGING).exists()
+
+
+def test_partitioned_table_names_match_the_schemas() -> None:
+    # layout names the folders without loading pyarrow; schema defines their files.
+    assert tuple(schema.PARTITIONED) == layout.PARTITIONED_TABLES

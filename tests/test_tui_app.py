@@ -53,7 +53,7 @@ def test_runs_list_shows_every_run_with_its_tail(store: Path) -> None:
 
 
 def test_help_lists_every_binding_id(store: Path) -> None:
-    from workbench.tui.app import known_binding_ids
+    from workbench.tui.app_keys import known_binding_ids
 
     async def go() -> None:
         app = make_app(store)

@@ -60,8 +60,14 @@ async def declare_and_pair(pilot: Any) -> None:
     assert table_keys(app, "#pair-table")[0] == "comparator"
     assert screen.ranked[0].eligible
     assert "isolates that change" in screen_text(app)
-    # The re-run of the failing config is the reproduction: pin it from here.
+    # The re-run of the failing config is the reproduction, listed but not eligible as the
+    # comparator, and saying so: pin it from here.
     await move_to(pilot, "#pair-table", "fixed-metadata")
+    repro = next(c for c in screen.ranked if c.run_id == "fixed-metadata")
+    assert not repro.eligible and all(c.eligible for c in screen.ranked if c is not repro)
+    assert "fixed-metadata: same configuration as the failing run, run after it" in " ".join(
+        screen_text(app).split()
+    )
     await pilot.press("p")
     await wait_for(
         pilot,

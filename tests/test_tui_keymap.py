@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.tui.app import binding_scopes, known_binding_ids
+from workbench.tui.app_keys import binding_scopes, known_binding_ids
 from workbench.tui.keymap import (
     DEFAULT_KEYMAP,
     catalogue,

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
 from accel.cost import run_starts
-from accel.localize.requeue import QueueState, batch_heads, batch_ids
+from accel.localize.requeue import REPRO_QS, QueueState, batch_heads, batch_ids
 from accel.ops import F64, I64, OpArrays, RequestArrays
+from accel.stats import quantile
+
+# The simulated batcher must give back each run's observed p50/p95/p99 within this relative
+# error before its policy swap is used: it is a model of its own, apart from the queue re-run.
+SIM_TOLERANCE: Final[float] = 0.25
 
 
 def policy(q: QueueState, req: RequestArrays) -> tuple[int, float]:
@@ -62,10 +69,8 @@ def _own_work(padded: F64, size: F64, batch: I64, arrival: F64) -> F64:
     return np.asarray(np.where(first | (size <= 1), padded, cond), dtype=np.float64)
 
 
-def batch_swap(
-    fr: RequestArrays, cr: RequestArrays, fq: QueueState, cq: QueueState, ops: OpArrays
-) -> tuple[F64, F64]:
-    """Failing's latency under its own batching and under the comparator's (same model)."""
+def _fitted(fr: RequestArrays, fq: QueueState, ops: OpArrays) -> tuple[F64, F64, float, float]:
+    """The failing run's batcher inputs: (own work, other time, fixed, per_work)."""
     stage = np.nan_to_num(np.asarray(fr.stage_us, dtype=np.float64), nan=0.0)
     svc = stage[:, 1:5].sum(axis=1)
     size = np.maximum(np.asarray(fr.batch_size, dtype=np.float64), 1.0)
@@ -76,9 +81,48 @@ def batch_swap(
         per_work, fixed = (float(v) for v in np.polyfit(work_b[heads], svc[heads], 1))
     else:
         per_work, fixed = 0.0, float(np.median(svc))
-    per_work, fixed = max(per_work, 0.0), max(fixed, 0.0)
     work = _own_work(work_b / size, size, batch_ids(fr), fq.arrival)
-    other = stage[:, 5]
+    return work, stage[:, 5], max(fixed, 0.0), max(per_work, 0.0)
+
+
+@dataclass(frozen=True)
+class IngressSwap:
+    """The batch-policy swap and whether the simulated batcher can be trusted with it."""
+
+    own: F64  # failing's latency, simulated under its own policy
+    swapped: F64  # ... and under the comparator's
+    error: float  # worst relative error of the simulation's p50/p95/p99, both runs
+
+    @property
+    def usable(self) -> bool:
+        return self.error <= SIM_TOLERANCE
+
+
+def _sim_error(simulated: F64, req: RequestArrays) -> float:
+    sim = np.asarray(quantile(simulated, list(REPRO_QS)), dtype=np.float64)
+    obs = np.asarray(quantile(req.latency_us, list(REPRO_QS)), dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.abs(sim / obs - 1.0)
+    return float(np.nanmax(np.where(obs > 0, rel, np.inf))) if rel.size else math.inf
+
+
+def ingress_swap(
+    fr: RequestArrays,
+    cr: RequestArrays,
+    queues: tuple[QueueState, QueueState],
+    ops: tuple[OpArrays, OpArrays],
+) -> IngressSwap:
+    """batch_swap of the pair, with how far the simulated batcher is from each run as observed
+    (the comparator simulated under its own policy too)."""
+    fq, cq = queues
+    work, other, fixed, per_work = _fitted(fr, fq, ops[0])
     own = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(fq, fr))
+    error = _sim_error(own, fr)
+    if error <= SIM_TOLERANCE:  # the comparator's own simulation only when this one holds
+        c_work, c_other, c_fixed, c_per_work = _fitted(cr, cq, ops[1])
+        own_c = _simulate_batcher(cq.arrival, c_work, c_other, c_fixed, c_per_work, *policy(cq, cr))
+        error = max(error, _sim_error(own_c, cr))
+    if error > SIM_TOLERANCE:
+        return IngressSwap(own, own, error)  # not used: no swapped run is made
     swapped = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(cq, cr))
-    return own, swapped
+    return IngressSwap(own, swapped, error)

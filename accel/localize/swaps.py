@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from accel.cost import rank_in_runs
-from accel.localize.batching import batch_swap
+from accel.localize.batching import SIM_TOLERANCE, ingress_swap
 from accel.localize.gaps import gap_share, mean_share
 from accel.localize.matching import (
     Match,
@@ -106,12 +106,29 @@ def _ols_slopes(code: I64, x: F64, y: F64, k: int) -> F64:
     return out
 
 
+def _lanes(req: I64, core: I64, n_req: int) -> tuple[I64, I64, I64]:
+    """Each op's lane rank within its request (the k-th distinct core the request used), the
+    cores of each request by rank ((n_req, k) table, -1 past its last) and each request's count.
+    Ranks, not core ids: a request served in one slot of several (continuous batching on a
+    stream per slot and core) has its own set of lanes, and placement is within them."""
+    k = int(core.max(initial=-1)) + 1
+    flat = np.zeros(n_req * max(k, 1), dtype=np.bool_)
+    flat[req * k + core] = True
+    present = flat.reshape(n_req, max(k, 1))
+    rank_of = np.cumsum(present, axis=1) - 1
+    count = present.sum(axis=1)
+    by_rank = np.full(present.shape, -1, dtype=np.int64)
+    r_idx, c_idx = np.nonzero(present)
+    by_rank[r_idx, rank_of[r_idx, c_idx]] = c_idx
+    return rank_of[req, core].astype(np.int64), by_rank, count.astype(np.int64)
+
+
 def placement_swap(
     f: OpArrays, c: OpArrays, n_req: int, observed: F64, m: Match | None = None
 ) -> F64:
     """(n_req, 5) change of stage op time when failing ops get the comparator's placement:
-    the shards of one op spread over distinct cores in the comparator's row shares; `m`
-    (_match of the pair) saves recoding the op names."""
+    the shards of one op spread over distinct lanes (cores a request used) in the comparator's
+    row shares; `m` (_match of the pair) saves recoding the op names."""
     sel = np.flatnonzero((f.stage == EXEC) & (f.core >= 0) & np.isfinite(f.m))
     csel = np.flatnonzero((c.stage == EXEC) & (c.core >= 0) & np.isfinite(c.m))
     if not sel.size or not csel.size:
@@ -122,39 +139,42 @@ def placement_swap(
         f_all, c_all, vocab = m.f_name_code, m.c_name_code, m.vocab
     f_code, c_code = f_all[sel], c_all[csel]
     nv = len(vocab)
-    n_core = int(max(f.core.max(), c.core.max())) + 1
-    # Comparator: median share of each core in an op's rows, per op name.
+    f_lane, f_by_rank, f_count = _lanes(f.req[sel], f.core[sel].astype(np.int64), n_req)
+    c_lane = _lanes(c.req[csel], c.core[csel].astype(np.int64), int(c.req.max()) + 1)[0]
+    n_core = int(max(f_lane.max(), c_lane.max())) + 1
+    # Comparator: median share of each lane in an op's rows, per op name.
     c_tot = np.bincount(c.req[csel] * nv + c_code, c.m[csel], (int(c.req.max()) + 1) * nv)
     c_share = c.m[csel] / c_tot[c.req[csel] * nv + c_code]
-    keys, med = group_medians(c_code * n_core + c.core[csel].astype(np.int64), c_share)
+    keys, med = group_medians(c_code * n_core + c_lane, c_share)
     flat = np.full(nv * n_core, np.nan)
     flat[keys] = med
     share = flat.reshape(nv, n_core)
     # Each per-shard temporary is dropped once used (here and below): on 2M kernel shards they
     # are 17 MB each, and the stage table at the end is a triage's high-water mark.
-    del csel, c_code, c_tot, c_share
-    # Failing: the k-th shard (by core) of an op in a request goes to the k-th core.
+    del csel, c_code, c_tot, c_share, c_lane
+    # Failing: the k-th shard (by lane) of an op in a request goes to the request's k-th lane.
     group = f.req[sel] * nv + f_code
-    # Stable sort by (group, core): by core (a radix sort), then stably by group, which only
+    # Stable sort by (group, lane): by lane (a radix sort), then stably by group, which only
     # merges n_core sorted runs when ops come grouped by request (as they usually do).
-    core = f.core[sel]
-    by_core = np.argsort(core.astype(np.uint16) if n_core <= 1 << 16 else core, kind="stable")
-    order = by_core[np.argsort(group[by_core], kind="stable")]
+    by_lane = np.argsort(f_lane.astype(np.uint16) if n_core <= 1 << 16 else f_lane, kind="stable")
+    order = by_lane[np.argsort(group[by_lane], kind="stable")]
     rank = np.empty(sel.size, dtype=np.int64)
     rank[order] = rank_in_runs(group[order])
-    del core, by_core, order
-    new_core = np.minimum(rank, n_core - 1)
+    del by_lane, order
+    new_lane = np.minimum(rank, n_core - 1)
     del rank
     f_tot = np.bincount(group, f.m[sel], n_req * nv)
-    new_m = f_tot[group] * share[f_code, new_core]
+    new_m = f_tot[group] * share[f_code, new_lane]
     del group, f_tot
     ok = np.isfinite(new_m) & (new_m > 0)
     # Time per row of each op name, fitted on the failing run's own shards (observed = a + b*m):
-    # moving rows between cores moves b * rows of time.
+    # moving rows between lanes moves b * rows of time.
     t = np.nan_to_num(f.observed_us[sel], nan=0.0)
     slope = _ols_slopes(f_code, f.m[sel], t, nv)
     new_us = np.nan_to_num(f.observed_us, nan=0.0)
     new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - f.m[sel], 0.0), 0.0)
+    req_sel = f.req[sel]
+    new_core = f_by_rank[req_sel, np.minimum(new_lane, f_count[req_sel] - 1)]
     cores = f.core.copy()
     cores[sel] = np.where(ok, new_core, f.core[sel]).astype(cores.dtype)
     return _exec_delta(f, new_us, n_req, observed, replace(f, core=cores))
@@ -168,20 +188,29 @@ def plan_swaps(
     base_lat: F64,
     gaps: dict[str, float],
     swap: SwapInputs,
-) -> tuple[dict[str, tuple[F64, F64]], dict[str, float], bool]:
+) -> tuple[dict[str, tuple[F64, F64]], dict[str, float], bool, list[str]]:
     """Per plan stage (ingress, lowering, scheduling): the failing latency it is compared with
     and the failing latency under the comparator's decisions for that stage; the mean share of
-    the tail gap each lowering part (compile, kernel, fusion) removes; and whether the ops
-    could be matched (False: ops carry no names, so only the ingress swap was made)."""
+    the tail gap each lowering part (compile, kernel, fusion) removes; whether the ops could be
+    matched (False: ops carry no names, so only the ingress swap was made); and notes on swaps
+    left out (the ingress swap when the simulated batcher does not reproduce the runs)."""
     fr, cr = failing.requests, comparator.requests
     fq, cq = queues
     n_req = fr.size
     out: dict[str, tuple[F64, F64]] = {}
     parts: dict[str, float] = {}
-    out["ingress"] = batch_swap(fr, cr, fq, cq, failing.ops)
+    notes: list[str] = []
+    ingress = ingress_swap(fr, cr, (fq, cq), (failing.ops, comparator.ops))
+    if ingress.usable:
+        out["ingress"] = (ingress.own, ingress.swapped)
+    else:
+        notes.append(
+            f"the simulated batcher does not give back the runs' p50/p95/p99 (off by up to "
+            f"{ingress.error:.0%}, tolerance {SIM_TOLERANCE:.0%}): no batch-policy swap"
+        )
     m, timing, base = swap.match, swap.timing, swap.base
     if m is None or timing is None or base is None:
-        return out, parts, False
+        return out, parts, False, notes
     for part in ("compile", "kernel", "fusion", "all"):
         d = lowering_swap(failing.ops, comparator.ops, n_req, part, m, timing, base)
         cf = f_stage.copy()
@@ -195,4 +224,4 @@ def plan_swaps(
     cf = f_stage.copy()
     cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
     out["scheduling"] = (base_lat, requeue(fq, cf))
-    return out, parts, True
+    return out, parts, True, notes

@@ -317,9 +317,10 @@ def _localize_triggered(
     swap = _check_pair(prepared(), failing, comparator) if callable(prepared) else prepared
     if method == "full" and reproduced:
         swap = swap or swap_inputs(failing, comparator)
-        swapped, parts, matched = plan_swaps(
+        swapped, parts, matched, notes = plan_swaps(
             failing, comparator, f_stage, (fq, cq), base_lat, gaps, swap
         )
+        claims.extend(Claim(note, {}, "batch-policy swap (simulated batcher)") for note in notes)
         if not matched:
             claims.append(
                 Claim("ops carry no names or kernels: lowering/scheduling swaps skipped", {}, "")

@@ -3,36 +3,36 @@
 from __future__ import annotations
 
 import re
-from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
 from workbench.errors import WorkbenchError
-from workbench.store import schema
-from workbench.store.layout import PART_FILE, partition_dir, run_file, run_ids
+from workbench.store.layout import (
+    PART_FILE,
+    PARTITIONED_TABLES,
+    partition_dir,
+    run_file,
+    run_ids,
+)
 
-_QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-
-def queries_dir() -> Path:
-    """queries/ at the repository root, or the copy packed into an installed wheel."""
-    here = Path(__file__).resolve()
-    repo = here.parents[2] / "queries"
-    return repo if repo.is_dir() else here.parents[1] / "_queries"
-
-
-@cache
-def load_query(name: str) -> str:
-    """The text of queries/<name>.sql."""
-    if not _QUERY_NAME.fullmatch(name):
-        raise ValueError(f"bad query name {name!r}")
-    return (queries_dir() / f"{name}.sql").read_text(encoding="utf-8")
+# Re-exported: queries/ is found and read the same way by every reader of it.
+from workbench.store.query_files import load_query as load_query
+from workbench.store.query_files import queries_dir as queries_dir
 
 
-def _empty_view(con: duckdb.DuckDBPyConnection, name: str, s: pa.Schema) -> None:
+def _empty_view(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """A view of `name` with no rows (no run has that file): the schema's columns, from Arrow.
+
+    Only an empty store or a run without a table pays pyarrow's import here.
+    """
+    from workbench.store import schema
+
+    s = schema.RUNS if name == "runs" else schema.with_run_id(schema.PARTITIONED[name])
     con.from_arrow(s.empty_table()).create_view(name)
 
 
@@ -68,14 +68,14 @@ def _create_views(con: duckdb.DuckDBPyConnection, store: Path) -> None:
         rows = [literal(run_file(store, r)) for r in ids]
         con.read_parquet(rows, union_by_name=True, hive_partitioning=False).create_view("runs")
     else:
-        _empty_view(con, "runs", schema.RUNS)
-    for name, file_schema in schema.PARTITIONED.items():
+        _empty_view(con, "runs")
+    for name in PARTITIONED_TABLES:
         files = {r: partition_dir(store, name, r) / PART_FILE for r in ids}
         present = {r: f for r, f in files.items() if f.is_file()}
         if present:
             _partition_view(con, present).create_view(name)
         else:
-            _empty_view(con, name, schema.with_run_id(file_schema))
+            _empty_view(con, name)
 
 
 _GLOB_CHARS = re.compile(r"([\[\]*?])")
@@ -121,3 +121,15 @@ def query(
         # A store file damaged past its footer (which connect() read) shows up here.
         raise WorkbenchError(f"query {name}", _first_line(exc)) from exc
     return table
+
+
+def query_rows(
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """query() as one dict per row, converted by duckdb itself: for small results read where
+    pyarrow's import would cost more than the query (the runs list at the app's start)."""
+    try:
+        rel = con.sql(load_query(name), params=params or {})
+        return [dict(zip(rel.columns, row, strict=True)) for row in rel.fetchall()]
+    except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+        raise WorkbenchError(f"query {name}", _first_line(exc)) from exc

@@ -12,14 +12,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Final
 
 from workbench.errors import WorkbenchError, describe_os_error
-from workbench.store import op_table, schema
 from workbench.store.atomic import fsync_dir, signals_deferred
-from workbench.store.integrity import manifest
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# pyarrow (and the schemas, op table and manifest built on it) is imported by the functions that
+# read or write files: listing runs and naming paths, which the app's first screens do, stay
+# free of its import time.
 
 # A leading letter keeps hive partition values from being auto-cast to numbers or dates by
 # duckdb / polars, and the character set keeps ids safe as path components.
@@ -27,6 +30,8 @@ from workbench.store.integrity import manifest
 ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
 STAGING = ".staging"
 PART_FILE = "part-0.parquet"
+# The partitioned tables' folders: schema.PARTITIONED's keys, named here without pyarrow.
+PARTITIONED_TABLES: Final[tuple[str, ...]] = ("events", "requests", "compiles")
 
 
 def check_id(value: str, kind: str) -> str:
@@ -91,12 +96,18 @@ def read_run_row(store: Path, run_id: str) -> dict[str, object] | None:
     path = run_file(store, run_id)
     if not path.exists():
         return None
+    import pyarrow.parquet as pq
+
+    from workbench.store import schema
+
     rows = pq.read_table(path, schema=schema.RUNS).to_pylist()
     return rows[0] if rows else None
 
 
 def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
     """Reorder and cast a table to target, adding null columns that it lacks."""
+    import pyarrow as pa
+
     cols = []
     for field in target:
         if field.name in table.column_names:
@@ -109,6 +120,8 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
 
 
 def _write(table: pa.Table, path: Path) -> None:
+    import pyarrow.parquet as pq
+
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, compression="zstd", row_group_size=256 * 1024)
     with open(path, "rb") as fh:
@@ -222,6 +235,8 @@ def write_table(table: pa.Table, file_schema: pa.Schema, path: Path) -> None:
 
 def stage_tables(stage: Path, tables: RunTables) -> pa.Table:
     """A run's partition files (and op table) in a staging directory; returns its runs row."""
+    from workbench.store import op_table, schema
+
     for name, file_schema in schema.PARTITIONED.items():
         write_table(getattr(tables, name), file_schema, stage / name / PART_FILE)
     if tables.events.num_rows >= op_table.MIN_EVENTS:
@@ -259,6 +274,9 @@ def commit_staged(
 def _commit_locked(
     store: Path, run_id: str, fill_stage: Callable[[Path], pa.Table], source: str
 ) -> None:
+    from workbench.store import schema
+    from workbench.store.integrity import manifest
+
     final_run = run_file(store, run_id)
     targets = {name: partition_dir(store, name, run_id) for name in schema.PARTITIONED}
     for d in (runs_dir(store), *(t.parent for t in targets.values())):

@@ -39,12 +39,13 @@ class RunSummary:
 
 def list_runs(store: Path) -> list[RunSummary]:
     """Every committed run of the store, oldest import first."""
-    # Imported here: RunSummary alone (the app's cached runs list) must not load duckdb.
+    # Imported here: RunSummary alone (the app's cached runs list) must not load duckdb; and
+    # rows, not Arrow: the app's first read of a store does not wait for pyarrow's import.
     from workbench.store import db
 
     con = db.connect(store)
     try:
-        rows = db.query(con, "run_summary").to_pylist()
+        rows = db.query_rows(con, "run_summary")
     finally:
         con.close()
     out: list[RunSummary] = []

@@ -2,8 +2,8 @@
 
 accel.synth repeats every batch op for each member of the batch; here each member gets its own
 thread with a `request#i` annotation (arrival to end), a `queue_wait` span, its copy of the
-batch's host ops, a zero-length launch per kernel and copy, and the device events they launch.
-No batch ids, no stages, no cores, no compiler estimates: the importer builds the requests as
+batch's host ops, a zero-length launch per kernel and copy, and the device events they launch, named by their
+kernel as a profiler names them. No batch ids, no stages, no cores, no compiler estimates: the importer builds the requests as
 it does for real traces. Warm-up compiles (before serving) are left out.
 """
 
@@ -100,11 +100,14 @@ def chrome_trace(run: SynthRun, hardware: str) -> dict[str, Any]:
             core = int(core_all[k])
             stream = 7 + max(core, 0)
             args.update(correlation=corr, stream=stream, device=0)
+            # A profiler names device activity by the kernel that ran (a fallback runs a
+            # generic kernel, a fused group a fused one), not by the op that launched it.
+            kernel = ev["kernel"][k] if cat == "kernel" else None
             out.append(
                 {
                     "ph": "X",
                     "cat": cat,
-                    "name": _COPIES.get(name, name),
+                    "name": str(kernel) if kernel else _COPIES.get(name, name),
                     "pid": DEVICE_PID,
                     "tid": stream,
                     "ts": ts,

@@ -124,7 +124,8 @@ def attribute(
     stage_arr = pa.array(list(STAGES), type=pa.string()).take(pa.array(stage, mask=stage < 0))
     category = cols.category
     name = cols.name
-    is_kernel = pa.array(category_mask(category, frozenset({"kernel"})))
+    kernel_mask = category_mask(category, frozenset({"kernel"}))
+    is_kernel = pa.array(kernel_mask)
     name_str = name.cast(pa.string())
     kernel = pc.if_else(is_kernel, name_str, pa.scalar(None, pa.string()))
     nulls_f = pa.nulls(n, pa.float64())
@@ -138,7 +139,7 @@ def attribute(
             "ts_us": pa.array(ts - t0),
             "dur_us": pa.array(dur),
             "device": args.device,
-            "core": pa.nulls(n, pa.int32()),
+            "core": kernel_lanes(kernel_mask, args.device, args.stream, cols),
             "stream": args.stream,
             "pid": _masked(cols.pid, cols.pid_valid, pa.int64()),
             "tid": _masked(cols.tid, cols.tid_valid, pa.int64()),
@@ -183,6 +184,37 @@ def attribute(
         unattributed_by_category=unattributed(cols.category, stage),
         graph=graph_replays(rules, pairs, runtime, device, launcher),
     )
+
+
+def kernel_lanes(
+    kernel: npt.NDArray[np.bool_],
+    device_id: pa.Array | pa.ChunkedArray,
+    stream: pa.Array | pa.ChunkedArray,
+    cols: TraceColumns,
+) -> pa.Array:
+    """The `core` of kernels: one lane per (device, stream) they ran on, numbered from 0 in
+    sorted order; null for everything else (host ops, and copies, which move data rather than
+    share the compute). A trace shows streams, not the cores inside a device, and a shard of a
+    kernel per stream is what placement and core imbalance can see in it."""
+    n = cols.n
+    # args' device/stream when given, else where Kineto puts device activity: pid, tid.
+    dev = _ints_or(device_id, cols.pid, cols.pid_valid)
+    lane = _ints_or(stream, cols.tid, cols.tid_valid)
+    idx = np.flatnonzero(kernel)
+    out = np.full(n, -1, dtype=np.int64)
+    if idx.size:
+        pairs = np.stack((dev[idx], lane[idx]), axis=1)
+        _, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        out[idx] = inverse.ravel()
+    return pa.array(out.astype(np.int32), mask=out < 0)
+
+
+def _ints_or(values: pa.Array | pa.ChunkedArray, fallback: I64, fallback_ok: Any) -> I64:
+    """values as int64, the fallback where values are null (and -1 where both are missing)."""
+    present = np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), np.bool_)
+    v = np.asarray(pc.fill_null(values, 0).to_numpy(zero_copy_only=False), np.int64)
+    alt = np.where(np.asarray(fallback_ok, dtype=np.bool_), np.asarray(fallback, np.int64), -1)
+    return np.where(present, v, alt)
 
 
 def _names(req: Requests, cols: TraceColumns) -> list[str]:

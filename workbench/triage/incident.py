@@ -24,7 +24,6 @@ from typing import Any, Final
 import msgspec
 
 from workbench.errors import WorkbenchError, describe_os_error
-from workbench.store import objstore
 from workbench.store.atomic import write_atomic
 from workbench.store.layout import ID_RE, check_id, incidents_dir
 from workbench.triage.incident_record import (
@@ -295,7 +294,10 @@ def save_incident(store: Path, updated: Incident, base: Incident | None, actor: 
             for stale in path.parent.glob(f".{updated.id}.*.tmp"):
                 if _TMP_RE.fullmatch(stale.name[len(updated.id) + 2 :]):  # not "<id>.x"'s
                     stale.unlink(missing_ok=True)
-            # A bucket store's record goes to the bucket first, by a conditional PUT.
+            # A bucket store's record goes to the bucket first, by a conditional PUT. Imported
+            # here: it loads pyarrow, which reading a record (the app's resume) does not need.
+            from workbench.store import objstore
+
             objstore.publish_record(store, path.name, data, is_new=expected is None)
             write_atomic(path, lambda fh: fh.write(data))
     except OSError as exc:

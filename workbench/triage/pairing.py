@@ -151,6 +151,16 @@ def rank_comparators(
             )
         else:
             repeats_suspect = sus is None or not sus["differs"]
+        apart = row["seconds_apart"]
+        apart_f = float(apart) if apart is not None else None
+        after = row["seconds_after"] is not None and float(row["seconds_after"]) > 0
+        # The failing configuration run again after the failure (the pinned fixed-metadata run
+        # is one) shows the regression too: paired with it, triage finds no gap to explain.
+        # From before the failure, the same configuration is still a known-good baseline.
+        reproduction = repeats_suspect and (after or rid == fixed)
+        if reproduction:
+            eligible = False
+        repeat = _repeat_role(reproduction, rid == fixed)
         if inferred:
             reasons.append(
                 "differs only in "
@@ -161,16 +171,14 @@ def rank_comparators(
                 + ": isolates that change, taken as the suspect"
             )
         elif suspect is None and repeats_suspect:
-            reasons.append(
-                "same configuration as the failing run: a reproduction, not a comparison"
-            )
+            reasons.append(f"same configuration as the failing run{repeat}")
         if suspect and sus is not None and sus["differs"]:
             reasons.append(
                 f"{suspect} {_known(sus['other_value'])} vs {_known(sus['failing_value'])}: "
                 "isolates the suspect"
             )
         elif suspect and repeats_suspect:
-            reasons.append(f"same {suspect} as the failing run: a reproduction, not a comparison")
+            reasons.append(f"same {suspect} as the failing run{repeat}")
         if soft:
             reasons.append(
                 "tags differ: "
@@ -179,9 +187,6 @@ def rank_comparators(
                     for d in soft
                 )
             )
-        apart = row["seconds_apart"]
-        apart_f = float(apart) if apart is not None else None
-        after = row["seconds_after"] is not None and float(row["seconds_after"]) > 0
         if apart_f is not None and apart_f > CLOSE_SECONDS:
             reasons.append(f"{apart_f / 86400:.0f} days apart")
         if eligible:
@@ -210,6 +215,15 @@ def rank_comparators(
 
 
 _SUSPECTABLE: Final[frozenset[str]] = frozenset().union(*SUSPECT_FAMILIES)
+
+
+def _repeat_role(reproduction: bool, pinned: bool) -> str:
+    """What a run that repeats the failing configuration is to the pairing."""
+    if pinned:
+        return ": the pinned fixed-metadata run, a reproduction, not a comparator"
+    if reproduction:
+        return ", run after it: a reproduction of the failure, not a comparator"
+    return ", from before it: a baseline that isolates no change"
 
 
 def _isolated_family(mismatches: list[TagMismatch]) -> list[TagMismatch]:

@@ -36,12 +36,12 @@ from workbench.store.arrays import (
     has_op_table,
     load_run_arrays,
     run_exists,
-    run_presence,
     verify_present,
 )
 from workbench.store.layout import check_run_id, read_run_row
 from workbench.triage import evidence, graph_break, heap, pairing, retuning
 from workbench.triage.evidence import EvidenceTable, Interval, StageRow
+from workbench.triage.hardware_pair import check_enough_requests
 from workbench.triage.warmup import Warmup, warmup_of
 
 Progress = Callable[[str, float], None]
@@ -274,11 +274,8 @@ def _triage(
         raise WorkbenchError(repr(comparator), "comparator run is not in the store")
     if comparator == failing:
         raise WorkbenchError(repr(comparator), "comparator is the failing run itself")
-    for role, rid in (("failing", failing), ("comparator", comparator)):
-        if run_presence(con, rid)[1] < MIN_TRIAGE_REQUESTS:
-            raise WorkbenchError(
-                repr(rid), f"{role} run has fewer than {MIN_TRIAGE_REQUESTS} requests to compare"
-            )
+    # Too few requests for a tail: one line, leading with the hardware when the runs differ.
+    check_enough_requests(store, con, failing, comparator, MIN_TRIAGE_REQUESTS)
     warnings = pairing.pair_warnings(con, failing, comparator, suspect=suspect, fixed=fixed)
     row = read_run_row(store, failing) or {}
     hw_tag = row.get("hardware")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import getpass
-import importlib
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -14,20 +13,21 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.app import App
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.reactive import reactive
 
+from workbench.tui import incident_changes as changes
+from workbench.tui.app_keys import APP_BINDINGS, binding_catalogue
 from workbench.tui.confirm_modal import ConfirmModal
 from workbench.tui.contrast import ContrastFloor
 from workbench.tui.error_modal import ErrorModal, one_line
-from workbench.tui.incident_header import STEPS, IncidentLine
+from workbench.tui.incident_header import IncidentLine, incident_line
 from workbench.tui.palette import WorkbenchCommands
 from workbench.tui.runs_screen import RunsScreen
-from workbench.tui.step_screen import StepScreen
+from workbench.tui.steps import SCREENS, STEP_TITLES, new_screen, resume_step
+from workbench.tui.triage_run import NoRegression, TriageProgress, no_regression_text
 
-# (mode name, screen title): where "Resuming ... at <screen>" says the app returns.
-STEP_TITLES = {mode: f"{key} {title}" for mode, key, title in STEPS}
 NO_INCIDENT = "No incident yet: on Runs (1), press f on the failing run."
 
 if TYPE_CHECKING:
@@ -37,39 +37,6 @@ if TYPE_CHECKING:
     from workbench.triage.incident import Incident, RollbackCriterion
     from workbench.triage.owners import Roster
     from workbench.tui.keymap import BindingInfo
-
-IncidentChange = Callable[[Path, "Incident | None", str], "Incident"]
-
-
-def _parse_time(text: str) -> datetime:
-    try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
-        return datetime.now(UTC)
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
-
-
-# mode -> (module in workbench.tui, screen class)
-SCREENS: dict[str, tuple[str, str]] = {
-    "runs": ("runs_screen", "RunsScreen"),
-    "pair": ("pair_screen", "PairScreen"),
-    "evidence": ("evidence_screen", "EvidenceScreen"),
-    "localize": ("localize_screen", "LocalizeScreen"),
-    "owners": ("owners_screen", "OwnersScreen"),
-    "validate": ("validate_screen", "ValidateScreen"),
-    "close": ("close_screen", "CloseScreen"),
-}
-
-
-def screen_class(mode: str) -> type[StepScreen]:
-    """The screen class of a step, imported on first use."""
-    module, name = SCREENS[mode]
-    cls: type[StepScreen] = getattr(importlib.import_module(f"workbench.tui.{module}"), name)
-    return cls
-
-
-def _new_screen(mode: str) -> StepScreen:
-    return screen_class(mode)()
 
 
 class WorkbenchApp(App[int]):
@@ -81,20 +48,11 @@ class WorkbenchApp(App[int]):
     # The first screen is imported with the app; the others when first shown (their widgets
     # cost import time that the first screen should not wait for).
     MODES: ClassVar[dict[str, Any]] = {
-        mode: RunsScreen if mode == "runs" else partial(_new_screen, mode) for mode in SCREENS
+        mode: RunsScreen if mode == "runs" else partial(new_screen, mode) for mode in SCREENS
     }
     DEFAULT_MODE = "runs"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q,ctrl+q", "quit", "Quit", id="app.quit"),
-        Binding("question_mark,f1", "help", "Help", id="app.help"),
-        Binding("0", "incidents", "Incidents", id="app.incidents", show=False),
-        Binding("ctrl+p", "command_palette", "Palette", id="app.palette", show=False),
-        *(
-            Binding(key, f"goto('{mode}')", f"Go to {title}", id=f"app.goto_{mode}", show=False)
-            for mode, key, title in STEPS
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
 
     incident_rev: reactive[int] = reactive(0, init=False)
 
@@ -155,19 +113,7 @@ class WorkbenchApp(App[int]):
         return self._clock()
 
     def incident_line(self) -> IncidentLine | None:
-        inc = self.incident
-        if inc is None:
-            return None
-        loc = inc.localization
-        return IncidentLine(
-            incident_id=inc.id,
-            status=inc.status,
-            failing=inc.failing,
-            comparator=inc.comparator,
-            origin=loc.origin if loc else None,
-            created=_parse_time(inc.created_at),
-            ended=_parse_time(inc.updated_at) if inc.status == "closed" else None,
-        )
+        return incident_line(self.incident)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -188,21 +134,9 @@ class WorkbenchApp(App[int]):
 
     @work(thread=True, exit_on_error=False, group="incident", description="Open the incident")
     def resume_incident(self) -> None:
-        from workbench.triage.incident import list_incidents, load_incident
-        from workbench.tui.resume_state import last_place
+        from workbench.tui.resume_state import resume_choice
 
-        # Where this store was left last; else the open incident updated last, else the last
-        # closed one (to export it again), at the step its status is at.
-        found = list_incidents(self.store)
-        place = last_place(self.state_dir, self.store)
-        known = {s.id for s in found}
-        if place is not None and place[0] in known and place[1] in SCREENS:
-            inc = load_incident(self.store, place[0])
-            goto: str | None = place[1]
-        else:
-            open_ones = [s for s in found if s.status != "closed"] or found
-            inc = load_incident(self.store, open_ones[0].id) if open_ones else None
-            goto = _resume_step(inc)
+        inc, goto = resume_choice(self.state_dir, self.store)
         with self._save_lock:
             self._latest = inc
         self.post_message(self.IncidentSaved(inc, goto=goto, resumed=True))
@@ -225,7 +159,7 @@ class WorkbenchApp(App[int]):
             else:
                 inc = load_incident(self.store, incident_id)
             self._latest = inc
-        self.post_message(self.IncidentSaved(inc, goto=_resume_step(inc), switched=True))
+        self.post_message(self.IncidentSaved(inc, goto=resume_step(inc), switched=True))
 
     def _mode_changed(self, mode: str) -> None:
         inc = self.incident
@@ -250,7 +184,7 @@ class WorkbenchApp(App[int]):
         self.post_message(self.IncidentSaved(fresh))
 
     def change_incident(
-        self, description: str, change: IncidentChange, goto: str | None = None
+        self, description: str, change: changes.IncidentChange, goto: str | None = None
     ) -> None:
         """Apply `change` to the incident and save it at once, in a worker."""
         if not self.incident_loaded:
@@ -267,18 +201,12 @@ class WorkbenchApp(App[int]):
             exit_on_error=False,
         )
 
-    def _apply_change(self, change: IncidentChange, goto: str | None) -> None:
+    def _apply_change(self, change: changes.IncidentChange, goto: str | None) -> None:
         # Saves are serialized: each change applies to the record the previous one saved.
         with self._save_lock:
             saved = change(self.store, self._latest, self.actor)
             self._latest = saved
         self.post_message(self.IncidentSaved(saved, goto=goto))
-
-    class TriageProgress(Message):
-        def __init__(self, step: str, fraction: float) -> None:
-            super().__init__()
-            self.step = step
-            self.fraction = fraction
 
     def on_workbench_app_incident_saved(self, message: IncidentSaved) -> None:
         if message.switched:
@@ -348,50 +276,28 @@ class WorkbenchApp(App[int]):
         fixed: str | None,
         suspect: str | None = None,
     ) -> None:
-        import textual_plotext  # noqa: F401  (Localize draws with it; load it off the UI thread)
-
         from workbench.triage import workflow
-        from workbench.triage.triage import triage
+        from workbench.tui.triage_run import localized, triage_doc
 
         def progress(step: str, fraction: float) -> None:
-            self.post_message(self.TriageProgress(step, fraction))
+            self.post_message(TriageProgress(step, fraction))
 
-        result = triage(
-            self.store, failing, comparator, suspect=suspect, fixed=fixed, progress=progress
-        )
-        doc = result.to_json()
-        if not doc.get("origin_stage") or not doc.get("manifest_stage"):
+        doc = triage_doc(self.store, failing, comparator, fixed, suspect, progress)
+        if not localized(doc):
             # Nothing to localize (no significant tail gap): say so instead of recording it.
-            self.post_message(self.NoRegression(doc))
+            self.post_message(NoRegression(doc))
             return
         with self._save_lock:
             saved = workflow.attach_triage(self.store, incident_id, doc, self.actor)
             self._latest = saved
         self.post_message(self.IncidentSaved(saved))
 
-    class NoRegression(Message):
-        """The triage found no stage to blame: its result, not attached to the incident."""
-
-        def __init__(self, doc: dict[str, Any]) -> None:
-            super().__init__()
-            self.doc = doc
-
-    def on_workbench_app_no_regression(self, message: NoRegression) -> None:
+    def on_no_regression(self, message: NoRegression) -> None:
         self.triage_status = "no regression"
-        gap = message.doc.get("p99_gap_us") or {}
-        lo, hi = gap.get("lo"), gap.get("hi")
-        ci = (
-            f" (p99 gap CI {lo / 1000:.2f}..{hi / 1000:.2f} ms)"
-            if lo is not None and hi is not None
-            else ""
-        )
-        self.triage_progress = (
-            f"no stage explains a significant tail gap{ci}: pick another comparator on 2 Pair, "
-            "or t to re-run"
-        )
+        self.triage_progress = no_regression_text(message.doc)
         self.incident_rev += 1
 
-    def on_workbench_app_triage_progress(self, message: TriageProgress) -> None:
+    def on_triage_progress(self, message: TriageProgress) -> None:
         self.triage_progress = f"{message.step} ({message.fraction:.0%})"
         if message.fraction >= 1.0:
             self.triage_status = "idle"
@@ -437,27 +343,14 @@ class WorkbenchApp(App[int]):
         if inc is not None and inc.status != "closed" and inc.failing == run_id:
             self.switch_mode("pair")
             return
-        self.change_incident("Declare the incident", _declare(run_id, self.now()), goto="pair")
+        self.change_incident(
+            "Declare the incident", changes.declare(run_id, self.now()), goto="pair"
+        )
 
     def pair(self, failing: str, comparator: str, suspect: str | None = None) -> None:
         self.pending_failing = None
         fixed = self.incident.fixed_metadata if self.incident else None
-
-        def change(store: Path, inc: Incident | None, actor: str) -> Incident:
-            from workbench.triage import workflow
-
-            assert inc is not None
-            return workflow.pair(
-                store,
-                inc.id,
-                failing,
-                comparator,
-                actor,
-                fixed,
-                expected_version=inc.version,
-                suspect=suspect,
-            )
-
+        change = changes.pair(failing, comparator, fixed, suspect)
         self.change_incident("Pair the runs", change, goto="evidence")
 
     def pin_fixed(self, run_id: str) -> None:
@@ -471,93 +364,29 @@ class WorkbenchApp(App[int]):
         if run_id in (inc.failing, inc.comparator):
             self.notify(f"{run_id} is already the failing or comparator run.", severity="warning")
             return
-        failing, comparator = inc.failing, inc.comparator
-
-        def change(store: Path, inc: Incident | None, actor: str) -> Incident:
-            import msgspec
-
-            from workbench.triage import workflow
-            from workbench.triage.incident import modify
-
-            assert inc is not None
-            if failing and comparator:
-                return workflow.pair(
-                    store,
-                    inc.id,
-                    failing,
-                    comparator,
-                    actor,
-                    run_id,
-                    expected_version=inc.version,
-                    suspect=inc.suspect,
-                )
-            # Not paired yet: remember it; pairing locks its tags with the others'.
-            return modify(
-                store,
-                inc.id,
-                actor,
-                lambda i: msgspec.structs.replace(i, fixed_metadata=run_id),
-                expected_version=inc.version,
-            )
-
+        change = changes.pin_fixed(run_id, inc.failing, inc.comparator)
         self.change_incident("Pin the fixed-metadata run", change)
 
-    def _with_id(
-        self,
-        description: str,
-        call: Callable[[Path, str, str, int], Incident],
-        goto: str | None = None,
+    def _change_open(
+        self, description: str, change: changes.IncidentChange, goto: str | None = None
     ) -> None:
-        """Run a workflow call on the open incident and save it.
-
-        `call` gets (store, incident id, actor, version shown): a record changed meanwhile by
-        someone else (the CLI, another app) is a conflict, never silently overwritten.
-        """
+        """A change to the open incident (a record call: see incident_changes.on_record)."""
         if self.incident is None:
             self.notify(NO_INCIDENT, severity="warning")
             return
-
-        def change(store: Path, inc: Incident | None, actor: str) -> Incident:
-            assert inc is not None
-            return call(store, inc.id, actor, inc.version)
-
         self.change_incident(description, change, goto)
 
     def assign_owner(self, role: str, person: str, roster: Roster) -> None:
-        def call(store: Path, iid: str, actor: str, version: int) -> Incident:
-            from workbench.triage import workflow
-
-            return workflow.assign(
-                store, iid, role, person, actor, roster, expected_version=version
-            )
-
-        self._with_id(f"Assign the {role}", call)
+        self._change_open(f"Assign the {role}", changes.assign(role, person, roster))
 
     def classify(self) -> None:
-        def call(store: Path, iid: str, actor: str, version: int) -> Incident:
-            from workbench.triage import workflow
-
-            return workflow.classify(store, iid, actor, expected_version=version)
-
-        self._with_id("Confirm the classification", call, goto="owners")
+        self._change_open("Confirm the classification", changes.classify(), goto="owners")
 
     def validate_candidate(self, candidate: str) -> None:
-        def call(store: Path, iid: str, actor: str, version: int) -> Incident:
-            from workbench.triage.validation import validate_incident
-
-            return validate_incident(store, iid, candidate, actor, expected_version=version)
-
-        self._with_id(f"Validate {candidate}", call)
+        self._change_open(f"Validate {candidate}", changes.validate(candidate))
 
     def set_rollback_criteria(self, criteria: list[RollbackCriterion]) -> None:
-        def call(store: Path, iid: str, actor: str, version: int) -> Incident:
-            from workbench.triage import workflow
-
-            return workflow.set_rollback_criteria(
-                store, iid, criteria, actor, expected_version=version
-            )
-
-        self._with_id("Save the rollback criteria", call)
+        self._change_open("Save the rollback criteria", changes.rollback_criteria(criteria))
 
     def close_incident(self) -> None:
         inc = self.incident
@@ -572,14 +401,7 @@ class WorkbenchApp(App[int]):
         )
 
     def _close_now(self) -> None:
-        def call(store: Path, iid: str, actor: str, version: int) -> Incident:
-            from workbench.triage import workflow
-
-            return workflow.close(
-                store, iid, actor, "closed from the workbench", expected_version=version
-            )
-
-        self._with_id("Close the incident", call)
+        self._change_open("Close the incident", changes.close("closed from the workbench"))
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -644,67 +466,7 @@ class WorkbenchApp(App[int]):
 
     def binding_catalogue(self) -> list[BindingInfo]:
         """Every binding with its id and current keys (the keymap applied)."""
-        from workbench.tui.keymap import apply_overrides, catalogue
-
-        return apply_overrides(catalogue(binding_scopes()), self.user_keymap)
-
-
-def binding_scopes() -> list[tuple[str, list[BindingType]]]:
-    """(scope, bindings) of the app and of every screen, in flow order."""
-    from workbench.tui.help_screen import HelpScreen
-    from workbench.tui.incidents_screen import IncidentsScreen
-    from workbench.tui.ingest_screen import IngestScreen
-    from workbench.tui.path_input import PathInput
-    from workbench.tui.request_screen import RequestScreen
-    from workbench.tui.timeline import Timeline
-
-    scopes: list[tuple[str, list[BindingType]]] = [("everywhere", WorkbenchApp.BINDINGS)]
-    for mode, _key, title in STEPS:
-        scopes.append((title, list(screen_class(mode).BINDINGS)))
-    scopes.append(("Request drill-down", list(RequestScreen.BINDINGS)))
-    scopes.append(("Timeline", list(Timeline.BINDINGS)))
-    scopes.append(("Incidents", list(IncidentsScreen.BINDINGS)))
-    scopes.append(("Ingest", list(IngestScreen.BINDINGS)))
-    scopes.append(("Path field", list(PathInput.BINDINGS)))
-    scopes.append(("Confirm", list(ConfirmModal.BINDINGS)))
-    scopes.append(("Help", list(HelpScreen.BINDINGS)))
-    scopes.append(("Error", list(ErrorModal.BINDINGS)))
-    return scopes
-
-
-def known_binding_ids() -> list[str]:
-    from workbench.tui.keymap import catalogue
-
-    return [info.id for info in catalogue(binding_scopes())]
-
-
-def _declare(run_id: str, today: datetime) -> IncidentChange:
-    def change(store: Path, _inc: Incident | None, actor: str) -> Incident:
-        import msgspec
-
-        from workbench.triage.incident import create_incident, modify, next_incident_id
-
-        title = f"Tail latency regression in run {run_id}"
-        iid = next_incident_id(store, today)
-        inc = create_incident(store, title, "sev2", actor, incident_id=iid)
-        return modify(store, inc.id, actor, lambda i: msgspec.structs.replace(i, failing=run_id))
-
-    return change
-
-
-def _resume_step(inc: Incident | None) -> str | None:
-    """The screen where work on an incident in this status continues."""
-    if inc is None:
-        return None
-    return {
-        "declared": "pair",
-        "paired": "evidence",
-        "localized": "localize",
-        "classified": "owners",
-        "assigned": "validate",
-        "validating": "validate",
-        "closed": "close",
-    }.get(inc.status)
+        return binding_catalogue(self.user_keymap)
 
 
 def _current_user() -> str:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from workbench.triage.incident import Incident
 
 # (mode name, key, title) in the order an incident is worked.
 STEPS: tuple[tuple[str, str, str], ...] = (
@@ -33,6 +37,30 @@ class IncidentLine:
     origin: str | None
     created: datetime
     ended: datetime | None = None  # closed: the clock stops
+
+
+def incident_line(inc: Incident | None) -> IncidentLine | None:
+    """The header's view of an incident record."""
+    if inc is None:
+        return None
+    loc = inc.localization
+    return IncidentLine(
+        incident_id=inc.id,
+        status=inc.status,
+        failing=inc.failing,
+        comparator=inc.comparator,
+        origin=loc.origin if loc else None,
+        created=_parse_time(inc.created_at),
+        ended=_parse_time(inc.updated_at) if inc.status == "closed" else None,
+    )
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        return datetime.now(UTC)
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def elapsed(since: datetime, now: datetime) -> str:

@@ -9,7 +9,8 @@ from workbench.errors import WorkbenchError
 
 def launch(store: Path, keymap: Path | None = None) -> int:
     """Run the app on `store` until the user quits; returns the exit code."""
-    from workbench.tui.app import WorkbenchApp, known_binding_ids
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.app_keys import known_binding_ids
     from workbench.tui.keymap import load_keymap
 
     if not store.is_dir():

@@ -96,15 +96,15 @@ def pick(
     request_id: str | None = None,
 ) -> Picked | None:
     """The run's request at quantile q (of one shape bucket when given), with its events."""
-    from workbench.store.db import query
+    from workbench.store.db import query_rows
 
     params = {"run_id": run_id, "shape_key": shape_key, "stage": stage, "q": q}
-    rows = query(con, "request_pick", params).to_pylist()
+    rows = query_rows(con, "request_pick", params)
     if not rows:
         return None
     row = rows[0]
     rid = request_id or str(row["request_id"])
-    events = query(con, "request_events", {"run_id": run_id, "request_id": rid}).to_pylist()
+    events = query_rows(con, "request_events", {"run_id": run_id, "request_id": rid})
     spans, total = spans_of(events)
     return Picked(
         run_id=run_id,

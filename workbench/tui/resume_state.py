@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workbench.triage.incident import Incident
 
 FILE = "tui-resume.json"
 
@@ -34,3 +38,18 @@ def remember(state_dir: Path, store: Path, incident_id: str, screen: str) -> Non
     tmp = state_dir / f".{FILE}.{os.getpid()}"
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(tmp, state_dir / FILE)
+
+
+def resume_choice(state_dir: Path, store: Path) -> tuple[Incident | None, str | None]:
+    """The incident and screen a start resumes at: where this store was left last; else the open
+    incident updated last, else the last closed one (to export it again), at its status's step."""
+    from workbench.triage.incident import list_incidents, load_incident
+    from workbench.tui.steps import SCREENS, resume_step
+
+    found = list_incidents(store)
+    place = last_place(state_dir, store)
+    if place is not None and place[0] in {s.id for s in found} and place[1] in SCREENS:
+        return load_incident(store, place[0]), place[1]
+    open_ones = [s for s in found if s.status != "closed"] or found
+    inc = load_incident(store, open_ones[0].id) if open_ones else None
+    return inc, resume_step(inc)

@@ -29,10 +29,10 @@ def span_columns(
     tid: I64,
     correlation: I64 | None = None,
     correlation_valid: B1 | None = None,
-    stream: pa.Array | None = None,
-    device: pa.Array | None = None,
-    nbytes: pa.Array | None = None,
-    text: pa.Array | None = None,
+    stream: pa.Array | pa.ChunkedArray | None = None,
+    device: pa.Array | pa.ChunkedArray | None = None,
+    nbytes: pa.Array | pa.ChunkedArray | None = None,
+    text: pa.Array | pa.ChunkedArray | None = None,
     skipped: dict[str, int] | None = None,
 ) -> tuple[TraceColumns, ArgColumns]:
     """Columns of n complete ("X") events given as dictionary codes; absent args are null.

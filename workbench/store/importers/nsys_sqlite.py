@@ -11,33 +11,36 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
-import adbc_driver_sqlite.dbapi as adbc
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from workbench.errors import WorkbenchError
 from workbench.store.chrome_trace import TraceColumns
-from workbench.store.importers import Decoded, Opened
+from workbench.store.importers import Decoded, Opened, nsys_arrow
 from workbench.store.importers.columns import span_columns
-from workbench.store.importers.nsys_tables import (
+from workbench.store.importers.nsys_schema import (
     KERNEL,
     MEMCPY,
     MEMSET,
     NVTX,
     RUNTIME,
     SYNC,
-    Rows,
-    read_device_table,
+    connect,
     read_devices,
     read_meta,
-    read_nvtx,
-    read_runtime,
     read_schema,
     read_strings,
+)
+from workbench.store.importers.nsys_tables import (
+    NVTX_PUSH_POP,
+    NVTX_START_END,
+    Rows,
+    device_rows,
+    nvtx_rows,
+    runtime_rows,
 )
 from workbench.store.kineto import ArgColumns
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
@@ -47,6 +50,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 I64 = npt.NDArray[np.int64]
 B1 = npt.NDArray[np.bool_]
+Arr = TypeVar("Arr", bound=npt.NDArray[Any])
 
 # Category names; the rules file attributes them as it does Kineto's.
 CATEGORIES = [
@@ -82,44 +86,62 @@ class NsysSqlite:
 NSYS_SQLITE = NsysSqlite()
 
 
+# Device activity tables: (table, query, which rows, category).
+DEVICE_TABLES = (
+    (KERNEL, "nsys_kernels", "kernels", "kernel"),
+    (MEMCPY, "nsys_memcpy", "memcpy", "gpu_memcpy"),
+    (MEMSET, "nsys_memset", "memset", "gpu_memset"),
+    (SYNC, "nsys_sync", "sync", "cuda_sync"),
+)
+
+
 def read_nsys(
     path: Path, progress: ProgressFn | None = None, cancel: threading.Event | None = None
 ) -> Decoded:
     """The export's activities as attribution columns; a one-line error for a bad file."""
     subject = str(path)
     size = path.stat().st_size
+    uri = f"{path.resolve().as_uri()}?mode=ro"
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = connect(uri)
     except sqlite3.Error as exc:
         raise WorkbenchError(subject, f"cannot open SQLite file: {exc}") from exc
-    # Exports carry raw environment blobs that are not always UTF-8.
-    conn.text_factory = lambda b: b.decode("utf-8", "replace")
     try:
         schema = read_schema(conn, subject)
         strings = read_strings(conn)
         devices = read_devices(conn, schema)
         meta, base_us = read_meta(conn, schema, devices)
         check_cancel(cancel, subject)
-        parts: list[Rows] = []
-        for table, cat in ((KERNEL, "kernel"), (MEMCPY, "gpu_memcpy"), (MEMSET, "gpu_memset"),
-                           (SYNC, "cuda_sync")):  # fmt: skip
-            if table in schema.tables:
-                rows, raw = read_device_table(path, schema, strings, table, CAT[cat])
-                if table == KERNEL:
-                    rows.text = kernel_args_text(raw)
-                parts.append(rows)
-                check_cancel(cancel, subject)
+        big = [q for table, q, _, _ in DEVICE_TABLES if table in schema.tables]
         if RUNTIME in schema.tables:
-            parts.append(read_runtime(path, strings, CAT["cuda_runtime"], CAT["cuda_driver"]))
+            big.append("nsys_runtime")
+        got = nsys_arrow.read_shares(uri, big)
+        check_cancel(cancel, subject)
+        parts: list[Rows] = [
+            device_rows(got.pop(q), which, strings, CAT[cat])
+            for table, q, which, cat in DEVICE_TABLES
+            if q in got
+        ]
+        if "nsys_runtime" in got:
+            parts.append(
+                runtime_rows(got.pop("nsys_runtime"), strings, CAT["cuda_runtime"],
+                             CAT["cuda_driver"])
+            )  # fmt: skip
         if NVTX in schema.tables:
-            parts.append(read_nvtx(conn, schema, strings, CAT["user_annotation"]))
-    except (sqlite3.Error, adbc.Error) as exc:
-        raise WorkbenchError(subject, f"not a readable Nsight Systems export: {exc}") from exc
+            ranges = nsys_arrow.read_one(
+                uri, "nsys_nvtx_ranges", {"push_pop": NVTX_PUSH_POP, "start_end": NVTX_START_END}
+            )
+            parts.append(nvtx_rows(ranges, conn, strings, CAT["user_annotation"]))
+    except (sqlite3.Error, nsys_arrow.Error, pa.ArrowException) as exc:
+        # A value of the wrong type (text where the schema has integers) shows up as Arrow's.
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise WorkbenchError(subject, f"not a readable Nsight Systems export: {why}") from exc
     finally:
         conn.close()
+    n = sum(p.n for p in parts)
     if progress is not None:
-        progress(IngestProgress(subject, "decode", size, size, sum(p.n for p in parts)))
-    if not parts or sum(p.n for p in parts) == 0:
+        progress(IngestProgress(subject, "decode", size, size, n))
+    if n == 0:
         raise WorkbenchError(subject, "Nsight Systems export holds no kernels, calls or ranges")
     cols, args, dropped = _assemble(parts, strings.values)
     warnings: list[str] = []
@@ -138,81 +160,110 @@ def read_nsys(
     )
 
 
+def _fill(out: npt.NDArray[Any], parts: list[Rows], field: str) -> B1 | None:
+    """Copy one int64 column of every part into `out` (nulls as 0); where it was valid, or
+    None when nothing was null."""
+    valid: B1 | None = None
+    at = 0
+    for part in parts:
+        for chunk in getattr(part, field).chunks:
+            k = len(chunk)
+            if chunk.null_count:
+                if valid is None:
+                    valid = np.ones(len(out), dtype=np.bool_)
+                valid[at : at + k] = chunk.is_valid().to_numpy(zero_copy_only=False)
+                chunk = chunk.fill_null(0)
+            out[at : at + k] = chunk.to_numpy()
+            at += k
+    return valid
+
+
 def _assemble(parts: list[Rows], names: list[str | None]) -> tuple[TraceColumns, ArgColumns, int]:
-    """One set of columns from the per-table parts; nested runtime rows removed."""
-    cat = np.concatenate([p.category for p in parts]).astype(np.int32)
-    name = np.concatenate([p.name for p in parts]).astype(np.int32)
-    start = np.concatenate([p.start for p in parts])
-    end = np.concatenate([p.end for p in parts])
-    pid = np.concatenate([p.pid for p in parts])
-    tid = np.concatenate([p.tid for p in parts])
-    corr = np.concatenate([p.correlation for p in parts])
-    corr_ok = np.concatenate([p.correlation_valid for p in parts])
-    host_pid = np.concatenate([p.process for p in parts])
-    keep = _first_of_nested(cat == CAT["cuda_runtime"], cat == CAT["cuda_driver"], host_pid, corr,
-                            corr_ok, start, end)  # fmt: skip
-    dropped = int((~keep).sum())
+    """One set of columns from the per-table parts, each value copied once; nested runtime
+    rows removed."""
+    n = sum(p.n for p in parts)
+
+    def ints(field: str) -> I64:
+        out = np.empty(n, dtype=np.int64)
+        _fill(out, parts, field)
+        return out
+
+    def chunked(field: str) -> pa.ChunkedArray:
+        return pa.chunked_array([c for p in parts for c in getattr(p, field).chunks])
+
+    cat = np.concatenate([np.broadcast_to(np.int32(p.category), p.n) if isinstance(p.category, int)
+                          else p.category for p in parts]).astype(np.int32, copy=False)  # fmt: skip
+    start, end, host_pid = ints("start"), ints("end"), ints("process")
+    corr = np.empty(n, dtype=np.int64)
+    valid = _fill(corr, parts, "correlation")
+    corr_ok = np.ones(n, dtype=np.bool_) if valid is None else valid
+    api = (cat == CAT["cuda_runtime"]) | (cat == CAT["cuda_driver"])
+    keep = _first_of_nested(api, host_pid, corr, corr_ok, start, end)
+    dropped = 0 if keep is None else int((~keep).sum())
     # Correlation ids restart in every process: make them one key when several processes ran.
-    procs = np.unique(host_pid[corr_ok])
-    if procs.size > 1:
+    linked = host_pid[corr_ok]
+    if linked.size and linked.min() != linked.max():
         corr = np.where(corr_ok, (host_pid << 32) | (corr & 0xFFFFFFFF), corr)
-    stream = pa.concat_arrays([p.stream for p in parts])
-    device = pa.concat_arrays([p.device for p in parts])
-    nbytes = pa.concat_arrays([p.nbytes for p in parts])
-    text = pa.concat_arrays([p.text for p in parts])
-    mask = pa.array(keep)
+    del host_pid, linked
+
+    def kept(a: Arr) -> Arr:
+        return a if keep is None else cast(Arr, a[keep])
+
+    def pa_kept(a: pa.ChunkedArray) -> pa.ChunkedArray:
+        return a if keep is None else a.filter(pa.array(keep))
+
+    dur = np.subtract(end, start, dtype=np.float64)
+    dur /= 1000.0
+    del end
+    ts = start.astype(np.float64)
+    ts /= 1000.0
+    del start
     cols, args = span_columns(
-        category_codes=cat[keep],
+        category_codes=kept(cat),
         categories=list(CATEGORIES),
-        name_codes=name[keep],
+        name_codes=kept(np.concatenate([p.name for p in parts]).astype(np.int32)),
         names=names,
-        ts_us=start[keep].astype(np.float64) / 1000.0,
-        dur_us=(end[keep] - start[keep]).astype(np.float64) / 1000.0,
-        pid=pid[keep],
-        tid=tid[keep],
-        correlation=corr[keep],
-        correlation_valid=corr_ok[keep],
-        stream=stream.filter(mask),
-        device=device.filter(mask),
-        nbytes=nbytes.filter(mask),
-        text=text.filter(mask),
+        ts_us=kept(ts),
+        dur_us=kept(dur),
+        pid=kept(ints("pid")),
+        tid=kept(ints("tid")),
+        correlation=kept(corr),
+        correlation_valid=kept(corr_ok),
+        stream=pa_kept(chunked("stream")),
+        device=pa_kept(chunked("device")),
+        nbytes=pa_kept(chunked("nbytes")),
+        text=pa_kept(chunked("text")),
         skipped={"X (nested runtime rows)": dropped} if dropped else None,
     )
     return cols, args, dropped
 
 
 def _first_of_nested(
-    runtime: B1, driver: B1, process: I64, corr: I64, corr_ok: B1, start: I64, end: I64
-) -> B1:
-    """False for a runtime row nested in an earlier row of the same process and correlation.
+    api: B1, process: I64, corr: I64, corr_ok: B1, start: I64, end: I64
+) -> B1 | None:
+    """False for an API row nested in an earlier row of the same process and correlation;
+    None when no two API rows share one (then nothing is dropped).
 
     nsys writes one API call as several rows (`cudaLaunchKernel` and, inside it, the versioned
     `cudaLaunchKernel_v7000`); counting both would link each kernel to two launches.
     """
-    keep = np.ones(len(start), dtype=np.bool_)
-    idx = np.flatnonzero((runtime | driver) & corr_ok)
+    idx = np.flatnonzero(api & corr_ok)
     if idx.size < 2:
-        return keep
+        return None
+    key = (process[idx] << 32) | (corr[idx] & 0xFFFFFFFF)
+    order = np.argsort(key)
+    sk = key[order]
+    same = sk[1:] == sk[:-1]
+    if not same.any():
+        return None
+    # Only rows whose (process, correlation) repeats need the nesting test.
+    idx = idx[order[np.r_[same, False] | np.r_[False, same]]]
     order = idx[np.lexsort((-end[idx], start[idx], corr[idx], process[idx]))]
     same = (process[order][1:] == process[order][:-1]) & (corr[order][1:] == corr[order][:-1])
     # Within a group the first (earliest, longest) row is the call; later ones inside it go.
     first = np.maximum.accumulate(np.where(np.r_[True, ~same], np.arange(order.size), 0))
     head = order[first]
     inside = (start[order] >= start[head]) & (end[order] <= end[head]) & (order != head)
+    keep = np.ones(len(start), dtype=np.bool_)
     keep[order[inside]] = False
     return keep
-
-
-def kernel_args_text(table: pa.Table) -> pa.Array:
-    """Kineto-style args JSON of kernel rows: grid, block, registers, shared memory."""
-
-    def s(col: str) -> pa.Array:
-        return pc.fill_null(table.column(col).cast(pa.string()), "null").combine_chunks()
-
-    parts: list[Any] = [
-        '{"grid": [', s("gridX"), ", ", s("gridY"), ", ", s("gridZ"), '], "block": [',
-        s("blockX"), ", ", s("blockY"), ", ", s("blockZ"), '], "registers per thread": ',
-        s("registersPerThread"), ', "shared memory": ', s("staticSharedMemory"), "}",
-    ]  # fmt: skip
-    joined: pa.Array = pc.binary_join_element_wise(*parts, "")
-    return joined

@@ -1,0 +1,40 @@
+"""bench/ingest_nsys.py on a small generated export: its figures agree with each other."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "ingest_nsys.py"
+
+
+def test_small_run_reports_rates_against_the_bare_read() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--kernels", "4000", "--per-request", "100", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    lines = done.stdout.strip().splitlines()
+    fig = json.loads(lines[-1])
+    assert fig["kernels"] == 4000 and fig["repeat"] == 1
+    # 20 requests per process, two processes: per request 100 kernels + their launches,
+    # two copies, a sync, their 3 calls and an NVTX range.
+    assert fig["events"] == 40 * (100 * 2 + 2 + 1 + 3 + 1)
+    for stage in ("bare", "decode", "ingest"):
+        rate = fig[f"{stage}_kernel_rows_per_s"]
+        # the times are rounded to 0.1 ms in the JSON line; the rates are not
+        assert rate == pytest.approx(4000 / fig[f"{stage}_s_median"], rel=0.05), stage
+    assert fig["decode_over_bare_median"] == pytest.approx(
+        fig["decode_s_median"] / fig["bare_s_median"], rel=0.05
+    )
+    assert fig["decode_kernel_rows_per_cpu_s"] == pytest.approx(
+        4000 / fig["decode_cpu_s_median"], rel=0.05
+    )
+    assert fig["ingest_s_median"] > fig["bare_s_median"]
+    assert any(line.startswith("run 1: bare kernel read") for line in lines)
