@@ -418,3 +418,41 @@ def test_export_defaults_to_the_exports_folder_and_offers_to_create_it(store: Pa
 
     path = run(go())
     assert path.read_text(encoding="utf-8").startswith(f"# Incident {INCIDENT_ID}")
+
+
+def test_fleet_view_opens_from_runs_and_evidence(store: Path) -> None:
+    """v on Runs shows the highlighted run's fleet view, v on Evidence the pair's; Esc closes.
+    Both show the failing run by name."""
+    from workbench.tui.fleet_panel import FleetPanel
+    from workbench.tui.fleet_screen import FleetScreen
+
+    async def shown(pilot: Any) -> FleetScreen:
+        app = pilot.app
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), "fleet view")
+        fleet: FleetScreen = app.screen
+        panel = fleet.query_one(FleetPanel)
+        await wait_for(pilot, lambda: panel.view is not None or panel.error is not None, "view")
+        assert panel.error is None, panel.error
+        return fleet
+
+    async def go() -> None:
+        app = make_app(store)
+        async with app.run_test(size=SIZE) as pilot:
+            await opened(pilot)
+            runs = await goto(pilot, "1", "runs")
+            highlighted = runs.highlighted_run()
+            fleet = await shown(pilot)
+            assert fleet.failing == [highlighted] and fleet.comparator == []
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, FleetScreen), "closed")
+            screen = await goto(pilot, "3", "evidence")
+            await wait_for(pilot, lambda: screen.bundle is not None, "evidence")
+            fleet = await shown(pilot)
+            inc = app.incident
+            assert (fleet.failing, fleet.comparator) == ([inc.failing], [inc.comparator])
+            assert f"failing {inc.failing}" in flat(screen_text(app))
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.current_mode == "evidence", "back")
+
+    run(go())

@@ -27,6 +27,7 @@ def binding_scopes() -> list[tuple[str, list[BindingType]]]:
     """(scope, bindings) of the app and of every screen, in flow order."""
     from workbench.tui.confirm_modal import ConfirmModal
     from workbench.tui.error_modal import ErrorModal
+    from workbench.tui.fleet_screen import FleetScreen
     from workbench.tui.help_screen import HelpScreen
     from workbench.tui.incidents_screen import IncidentsScreen
     from workbench.tui.ingest_screen import IngestScreen
@@ -40,6 +41,7 @@ def binding_scopes() -> list[tuple[str, list[BindingType]]]:
         scopes.append((title, list(screen_class(mode).BINDINGS)))
     scopes.append(("Request drill-down", list(RequestScreen.BINDINGS)))
     scopes.append(("Timeline", list(Timeline.BINDINGS)))
+    scopes.append(("Fleet view", list(FleetScreen.BINDINGS)))
     scopes.append(("Incidents", list(IncidentsScreen.BINDINGS)))
     scopes.append(("Ingest", list(IngestScreen.BINDINGS)))
     scopes.append(("Path field", list(PathInput.BINDINGS)))

@@ -158,6 +158,7 @@ class EvidenceScreen(StepScreen):
         Binding("left_square_bracket", "tab(-1)", "Prev view", id="evidence.prev_view", show=False),
         Binding("r", "reload", "Reload", id="evidence.reload", show=False),
         Binding("o", "drill", "Request", id="evidence.drill"),
+        Binding("v", "fleet", "Fleet view", id="evidence.fleet", show=False),
     ]
 
     class Loaded(Message):
@@ -329,6 +330,15 @@ class EvidenceScreen(StepScreen):
     @on(DataTable.RowSelected, "#stage-table")
     def _stage_selected(self) -> None:
         self.action_drill()
+
+    def action_fleet(self) -> None:
+        from workbench.tui.fleet_screen import FleetScreen
+
+        pair = self.pair()
+        if pair is None:
+            self.notify("Pair two runs first (2).", severity="warning")
+            return
+        self.app.push_screen(FleetScreen(self.wb.store, [pair[0]], [pair[1]]))
 
     def action_drill(self) -> None:
         t = self.query_one("#stage-table", DataTable)

@@ -51,6 +51,7 @@ class RunsScreen(StepScreen):
         Binding("p", "pin_fixed", "Pin fixed", id="runs.pin_fixed"),
         Binding("i", "ingest", "Ingest", id="runs.ingest"),
         Binding("r", "reload", "Reload", id="runs.reload", show=False),
+        Binding("v", "fleet", "Fleet view", id="runs.fleet", show=False),
         # The app's 0 shown where incidents start: switch, start another, reopen one.
         Binding("0", "app.incidents", "Incidents", id="runs.incidents"),
     ]
@@ -194,6 +195,15 @@ class RunsScreen(StepScreen):
             self.notify("No run highlighted: ingest a trace first (i).", severity="warning")
             return
         self.wb.mark_failing(run_id)
+
+    def action_fleet(self) -> None:
+        from workbench.tui.fleet_screen import FleetScreen
+
+        run_id = self.highlighted_run()
+        if run_id is None:
+            self.notify("No run highlighted.", severity="warning")
+            return
+        self.app.push_screen(FleetScreen(self.wb.store, [run_id]))
 
     def action_pin_fixed(self) -> None:
         run_id = self.highlighted_run()
