@@ -217,3 +217,41 @@ def test_bad_urls_are_one_line_errors() -> None:
         with pytest.raises(WorkbenchError, match="expected s3://BUCKET"):
             objstore.parse_url(url)
     assert objstore.parse_url("s3://my-bucket/a/b/").root == "my-bucket/a/b"
+
+
+def test_app_ingest_publishes_to_the_bucket(s3: dict[str, str], tmp_path: Path) -> None:
+    """The app's Ingest screen on a store opened from a bucket sends the run up, as the CLI does;
+    the bucket and the local mirror agree afterwards."""
+    import asyncio
+    import threading
+
+    from textual.app import App
+
+    from workbench.tui.ingest_screen import IngestScreen
+
+    trace = ROOT / "tests" / "fixtures" / "serving" / "handmade_serving.json"
+    os.environ["WORKBENCH_HOME"] = str(tmp_path / "home")
+    try:
+        mirror = objstore.open_store(f"s3://{BUCKET}/app-ingest")
+
+        async def go() -> object:
+            app = App[None]()
+            async with app.run_test(size=(80, 24)) as pilot:
+                done: list[object] = []
+                app.push_screen(IngestScreen(mirror, tmp_path), done.append)
+                await pilot.pause()
+                app.screen.run_import(trace, "from-app", None, None, threading.Event())  # type: ignore[attr-defined]
+                for _ in range(600):  # the screen closes with the run id once imported
+                    if done:
+                        break
+                    await pilot.pause(0.05)
+                return done[0] if done else None
+
+        dismissed_with = asyncio.run(go())
+    finally:
+        os.environ.pop("WORKBENCH_HOME", None)
+    assert dismissed_with == "from-app"
+    keys = _keys("app-ingest")
+    assert "runs/from-app.parquet" in keys
+    assert any(k.startswith("events/run_id=from-app/") for k in keys)
+    assert (mirror / "runs" / "from-app.parquet").is_file()

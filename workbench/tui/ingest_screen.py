@@ -209,6 +209,13 @@ class IngestScreen(ModalScreen[str | None]):
             progress=progress,
             cancel=cancel,
         )
+        if report.status == "imported":
+            from workbench.store import objstore
+
+            # A store opened on a bucket: the run goes up as `workbench ingest` sends it (a
+            # local store: nothing to do); refused there, it leaves the local mirror too.
+            for rid in report.run_ids:
+                objstore.publish_run_or_undo(self.store, rid, str(path))
         self.post_message(self.Done(report.run_id, report.lines()[0]))
 
     def on_ingest_screen_progressed(self, message: Progressed) -> None:
