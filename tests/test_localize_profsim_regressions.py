@@ -12,7 +12,7 @@ import pytest
 
 from accel import profsim
 from accel.localize import localize
-from accel.localize.batching import SIM_TOLERANCE, ingress_swap
+from accel.localize.batching import SIM_TOLERANCE, cap_binding, ingress_swap
 from accel.localize.requeue import observed_queue
 from accel.ops import RunArrays
 from accel.profiles import get_profile
@@ -43,6 +43,9 @@ def _runs(tmp: Path, fault: str, seed: int, layout: str, batching: str) -> tuple
         ("mapping_fallback", 2, "store", "serial"),  # batcher swap claimed it: ingress
         ("barrier_stall", 3, "store", "serial"),  # likewise
         ("assembly", 2, "events", "continuous"),  # placement across slots: scheduling
+        # overloaded by the fallback: the queue behind it read as an ingress residual, and full
+        # batches of 4 (the comparator's largest 3, never a limit) as a batch policy
+        ("mapping_fallback", 513945, "store", "serial"),
     ],
 )
 def test_origin_and_mechanism(tmp_path: Path, fault: str, seed: int, layout: str, batching: str) -> None:  # fmt: skip
@@ -68,3 +71,26 @@ def test_batcher_swap_needs_a_simulation_that_reproduces_the_runs(tmp_path: Path
     loc = localize(f, c, HW)
     assert any("simulated batcher does not give back" in cl.text for cl in loc.claims)
     assert loc.origin_stage == "lowering"
+
+
+def test_a_batch_cap_is_a_limit_only_where_requests_were_left_waiting() -> None:
+    """Three requests arrive together; batches of 2 leave one behind (binding). Spread out, the
+    same batches of 2 leave nobody waiting: 2 is only the largest seen."""
+    from accel.ops import RequestArrays
+
+    def run(arrival: list[float], start: list[float], batch: list[int]) -> RequestArrays:
+        n = len(arrival)
+        return RequestArrays(
+            request_id=[f"r{i}" for i in range(n)],
+            arrival_us=np.asarray(arrival, dtype=np.float64),
+            start_us=np.asarray(start, dtype=np.float64),
+            latency_us=np.full(n, 10.0),
+            stage_us=np.zeros((n, 6)),
+            batch_size=np.asarray([batch.count(b) for b in batch], dtype=np.int32),
+            shape_key=[""] * n,
+            batch_id=np.asarray(batch, dtype=np.int64),
+        )
+
+    assert cap_binding(run([0, 0, 0], [1, 1, 20], [0, 0, 1]))
+    assert not cap_binding(run([0, 0, 100], [1, 1, 101], [0, 0, 1]))
+    assert not cap_binding(run([0, 0, 0], [1, float("nan"), 20], [0, 0, 1]))  # unknown

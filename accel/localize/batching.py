@@ -26,6 +26,34 @@ def policy(q: QueueState, req: RequestArrays) -> tuple[int, float]:
     return max(cap, 1), float(np.quantile(q.hold, 0.95)) if q.hold.size else 0.0
 
 
+def cap_binding(req: RequestArrays) -> bool:
+    """Whether the run's largest batch size was a limit it hit: a batch of that size left
+    while more requests were waiting. A cap never hit is only a lower bound (a lightly loaded
+    run never fills big batches), so a smaller observed batch is no policy difference."""
+    starts = np.asarray(req.start_us, dtype=np.float64)
+    arrivals = np.asarray(req.arrival_us, dtype=np.float64)
+    if not req.size or not (np.isfinite(starts).all() and np.isfinite(arrivals).all()):
+        return False  # without start times the waits are unknown: nothing shows a limit
+    bid = batch_ids(req)
+    _, inv, size = np.unique(bid, return_inverse=True, return_counts=True)
+    start = np.full(size.size, np.inf)
+    np.minimum.at(start, inv.ravel(), starts)
+    order = np.argsort(start, kind="stable")
+    served_before = np.concatenate(([0], np.cumsum(size[order])[:-1]))
+    arrived = np.searchsorted(np.sort(arrivals), start[order], side="right")
+    waiting = arrived - served_before  # at each batch's start, in start order
+    cap = int(size.max())
+    full = size[order] == cap
+    return bool(np.any(waiting[full] > cap))
+
+
+def _swapped_cap(f_cap: int, c_cap: int, f_binding: bool, c_binding: bool) -> int:
+    """The comparator's batch cap where the runs show it differs, else the failing run's."""
+    if (c_cap < f_cap and c_binding) or (c_cap > f_cap and f_binding):
+        return c_cap
+    return f_cap
+
+
 def _simulate_batcher(
     arrival: F64, work: F64, other: F64, fixed: float, per_work: float, cap: int, hold: float
 ) -> F64:
@@ -124,5 +152,7 @@ def ingress_swap(
         error = max(error, _sim_error(own_c, cr))
     if error > SIM_TOLERANCE:
         return IngressSwap(own, own, error)  # not used: no swapped run is made
-    swapped = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(cq, cr))
+    (f_cap, _), (c_cap, c_hold) = policy(fq, fr), policy(cq, cr)
+    cap = _swapped_cap(f_cap, c_cap, cap_binding(fr), cap_binding(cr))
+    swapped = _simulate_batcher(fq.arrival, work, other, fixed, per_work, cap, c_hold)
     return IngressSwap(own, swapped, error)

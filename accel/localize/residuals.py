@@ -80,7 +80,7 @@ def residual_shifts(
     res: tuple[F64, F64],
     heads: tuple[I64, I64],
     f_stage: F64,
-    fq: QueueState,
+    queues: tuple[QueueState, QueueState],
     base_lat: F64,
     gaps: dict[str, float],
 ) -> tuple[dict[str, dict[str, float]], dict[str, F64]]:
@@ -88,14 +88,18 @@ def residual_shifts(
     with CI) and the share of the tail gap that removing the shift from the stage takes away;
     and per stage the failing latency without the shift (queue re-run).
 
-    Batch-level stages are tested once per batch (`heads`): members share them."""
+    Batch-level stages are tested once per batch (`heads`): members share them. Ingress is
+    tested without its waits for the server and for batch-mates served first: those grow with
+    any slower service downstream, which the queue re-run already carries."""
     res_f, res_c = res
     f_heads, c_heads = heads
+    fq, cq = queues
     out: dict[str, dict[str, float]] = {}
     cfs: dict[str, F64] = {}
     for i, s in enumerate(STAGES):
         if i == INGRESS:
-            a, b = res_f[:, i], res_c[:, i]
+            a = res_f[:, i] - (fq.queue_us + fq.mates_us)
+            b = res_c[:, i] - (cq.queue_us + cq.mates_us)
         else:
             a, b = res_f[f_heads, i], res_c[c_heads, i]
         _, p = mann_whitney_u(a, b)

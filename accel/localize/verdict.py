@@ -309,7 +309,12 @@ def _localize_triggered(
     rep_f = replays[0] or replayed(failing, hw)
     rep_c = replays[1] or replayed(comparator, hw)
     residual_shift, res_cf = residual_shifts(
-        (rep_f.residual_us, rep_c.residual_us), (f_heads, c_heads), f_stage, fq, base_lat, gaps
+        (rep_f.residual_us, rep_c.residual_us),
+        (f_heads, c_heads),
+        f_stage,
+        (fq, cq),
+        base_lat,
+        gaps,
     )
     cands: list[Candidate] = []
     parts: dict[str, float] = {}
