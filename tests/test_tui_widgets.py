@@ -37,6 +37,7 @@ def test_numbers_are_written_tail_units() -> None:
     assert ms(1234.5) == "1.23"
     assert ms(None) == "-" and ms(float("nan")) == "-"
     assert pct(0.256) == "26%"
+    assert pct(-0.0012) == "0%" and pct(-0.004, 1) == "-0.4%" and pct(-0.02) == "-2%"
     assert ci_ms(1000.0, 2500.0) == "[1.00, 2.50]"
     assert ci_ms(None, 1.0) == "[-]"
 

@@ -22,7 +22,9 @@ def pct(share: float | None, digits: int = 0) -> str:
     if _missing(share):
         return "-"
     assert share is not None
-    return f"{share * 100:.{digits}f}%"
+    text = f"{share * 100:.{digits}f}"
+    # A share that rounds to zero is "0%", not "-0%" (a sign the reader would look for meaning in).
+    return f"{0.0:.{digits}f}%" if float(text) == 0 else f"{text}%"
 
 
 def ci_ms(low: float | None, high: float | None) -> str:
