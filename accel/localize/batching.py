@@ -140,19 +140,20 @@ def ingress_swap(
     queues: tuple[QueueState, QueueState],
     ops: tuple[OpArrays, OpArrays],
 ) -> IngressSwap:
-    """batch_swap of the pair, with how far the simulated batcher is from each run as observed
-    (the comparator simulated under its own policy too)."""
+    """Failing's latency simulated under its own batching policy and under the comparator's
+    (one batcher fitted to the failing run), with how far the simulation is from each run as
+    observed (the comparator simulated under its own policy too)."""
     fq, cq = queues
+    f_pol, c_pol = policy(fq, fr), policy(cq, cr)
     work, other, fixed, per_work = _fitted(fr, fq, ops[0])
-    own = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *policy(fq, fr))
+    own = _simulate_batcher(fq.arrival, work, other, fixed, per_work, *f_pol)
     error = _sim_error(own, fr)
     if error <= SIM_TOLERANCE:  # the comparator's own simulation only when this one holds
         c_work, c_other, c_fixed, c_per_work = _fitted(cr, cq, ops[1])
-        own_c = _simulate_batcher(cq.arrival, c_work, c_other, c_fixed, c_per_work, *policy(cq, cr))
+        own_c = _simulate_batcher(cq.arrival, c_work, c_other, c_fixed, c_per_work, *c_pol)
         error = max(error, _sim_error(own_c, cr))
     if error > SIM_TOLERANCE:
         return IngressSwap(own, own, error)  # not used: no swapped run is made
-    (f_cap, _), (c_cap, c_hold) = policy(fq, fr), policy(cq, cr)
-    cap = _swapped_cap(f_cap, c_cap, cap_binding(fr), cap_binding(cr))
-    swapped = _simulate_batcher(fq.arrival, work, other, fixed, per_work, cap, c_hold)
+    cap = _swapped_cap(f_pol[0], c_pol[0], cap_binding(fr), cap_binding(cr))
+    swapped = _simulate_batcher(fq.arrival, work, other, fixed, per_work, cap, c_pol[1])
     return IngressSwap(own, swapped, error)
