@@ -2,9 +2,10 @@
 
 accel.synth repeats every batch op for each member of the batch; here each member gets its own
 thread with a `request#i` annotation (arrival to end), a `queue_wait` span, its copy of the
-batch's host ops, a zero-length launch per kernel and copy, and the device events they launch, named by their
-kernel as a profiler names them. No batch ids, no stages, no cores, no compiler estimates: the importer builds the requests as
-it does for real traces. Warm-up compiles (before serving) are left out.
+batch's host ops, a zero-length launch per kernel and copy, and the device events they launch,
+named by their kernel as a profiler names them. No batch ids, no stages, no cores (a stream per
+core), no compiler estimates: the importer builds the requests as it does for real traces.
+Warm-up compiles (before serving) are left out.
 """
 
 from __future__ import annotations

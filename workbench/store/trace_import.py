@@ -11,6 +11,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from accel.cost import dense_ids
 from accel.stages import OTHER, STAGES
 from workbench.store import schema
 from workbench.store.attribution import (
@@ -203,9 +204,11 @@ def kernel_lanes(
     idx = np.flatnonzero(kernel)
     out = np.full(n, -1, dtype=np.int64)
     if idx.size:
-        pairs = np.stack((dev[idx], lane[idx]), axis=1)
-        _, inverse = np.unique(pairs, axis=0, return_inverse=True)
-        out[idx] = inverse.ravel()
+        # (device, stream) numbered in sorted order: each numbered alone, then the pair as one
+        # key (dense_ids: a table or a running count, not a sort of every kernel row).
+        dev_id, _ = dense_ids(dev[idx])
+        lane_id, n_lanes = dense_ids(lane[idx])
+        out[idx] = dense_ids(dev_id * n_lanes + lane_id)[0]
     return pa.array(out.astype(np.int32), mask=out < 0)
 
 
