@@ -116,8 +116,8 @@ def localize(
     `method` "full" is DESIGN §5; "no_swap" skips the plan swaps; "naive" names the first stage
     whose raw time moved (kept for the ablation in bench/localize.py). `replays`: replayed(run,
     hw) of failing and of comparator, and `prepared`: swap_inputs(failing, comparator), when
-    the caller made them already (None: made here; a callable: called when they are first needed). `comparator_hw`: the comparator's own
-    hardware when it differs from `hw`. `context`: reasons, known to the caller, that the
+    the caller made them already (None: made here; a callable: called when first needed).
+    `comparator_hw`: the comparator's own hardware when it differs from `hw`. `context`: reasons, known to the caller, that the
     pair cannot be compared (e.g. locked tags that differ), which make it inconclusive.
     """
     if method not in METHODS:
