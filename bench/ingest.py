@@ -69,7 +69,9 @@ def child(trace: Path, store: Path, profile: bool) -> None:
         report = ingest(store, trace, run_id="bench")
         prof.disable()
         seconds = time.perf_counter() - start
-        pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(35)
+        pstats.Stats(prof, stream=sys.stderr).sort_stats(
+            os.environ.get("PSORT", "cumulative")
+        ).print_stats(45)
     else:
         start = time.perf_counter()
         report = ingest(store, trace, run_id="bench")

@@ -21,7 +21,14 @@ from workbench.store.importers import Decoded, Opened, importer_for
 from workbench.store.importers.devices import profile_line
 from workbench.store.importers.nsys_parquet import refuse_nsys_parquet
 from workbench.store.input_path import check_input
-from workbench.store.layout import ID_RE, RunExists, RunTables, check_run_id, commit_run
+from workbench.store.layout import (
+    ID_RE,
+    RunExists,
+    RunTables,
+    check_run_id,
+    commit_run,
+    read_run_row,
+)
 from workbench.store.parquet_import import ingest_parquet
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
@@ -164,7 +171,10 @@ def ingest(
     fp = fingerprint(label, tags, request_pattern, rules, log_sha)
 
     opened = importer.open(path, progress, cancel)
-    if existing_matches(store, rid, opened.sha, fp, subject):
+    # Only an existing run needs the hash before decoding (which hashes the file as it reads).
+    if read_run_row(store, rid) is not None and existing_matches(
+        store, rid, opened.sha, fp, subject
+    ):
         return ImportReport(subject, [rid], "unchanged", bytes_read=opened.n_bytes)
     # Millions of short-lived objects, none of them cyclic: the cycle collector would only
     # rescan them over and over.
