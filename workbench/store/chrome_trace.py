@@ -12,8 +12,9 @@ import re
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -418,7 +419,7 @@ class _Keys:
     def __init__(self) -> None:
         self.strings: dict[str, int] = {}
 
-    def column(self, values: list[Any]) -> tuple[I64, B1, I64]:
+    def column(self, values: Sequence[Any]) -> tuple[I64, B1, I64]:
         """(int value or 0, is-int mask, key unique per distinct value)."""
         try:
             ints = np.array(values, dtype=np.int64)
@@ -466,7 +467,7 @@ def thread_key(pid_key: I64, tid_key: I64) -> I64:
     return mixed.view(np.int64)
 
 
-def _phase_codes(phs: list[str]) -> U8:
+def _phase_codes(phs: Sequence[str]) -> U8:
     joined = "".join(phs)
     if len(joined) == len(phs) and joined.isascii():
         return np.frombuffer(joined.encode("ascii"), dtype=np.uint8).copy()
@@ -478,6 +479,9 @@ _ROW[[ord(p) for p in ROW_PHASES]] = True
 _ROW[ord("B")] = True  # kept provisionally; dropped at the end when no E closes it
 _FLOW = np.zeros(256, dtype=np.bool_)
 _FLOW[[ord(p) for p in FLOW_PHASES]] = True
+
+
+_FIELDS = attrgetter("ph", "pid", "tid", "ts", "dur", "cat", "name", "args")
 
 
 class ColumnBuilder:
@@ -506,21 +510,25 @@ class ColumnBuilder:
         """Take one chunk; returns the args of its kept rows, in order, for the caller."""
         base = self.seen
         self.seen += len(events)
-        phs = [e.ph for e in events]
+        # One C-level pass turns the structs into columns (tuples), instead of one per field.
+        phs, pids, tids, tss, durs, cats, names, raws = (
+            zip(*map(_FIELDS, events), strict=True) if events else ((),) * 8
+        )
         self.read.update(phs)
         codes = _phase_codes(phs)
         del phs
         try:
-            pid, pid_valid, pid_key = self.keys.column([e.pid for e in events])
-            tid, tid_valid, tid_key = self.keys.column([e.tid for e in events])
+            pid, pid_valid, pid_key = self.keys.column(pids)
+            tid, tid_valid, tid_key = self.keys.column(tids)
             flow_ids = [events[i].id for i in np.flatnonzero(_FLOW[codes]).tolist()]
             flow_keys = self.flow_keys.column(flow_ids)[2] if flow_ids else None
         except _PastInt64 as exc:
             raise WorkbenchError(
                 self.subject, f"a pid, tid or id of {exc.value} is past the 64-bit integer range"
             ) from None
+        del pids, tids
         thread = thread_key(pid_key, tid_key)
-        ts = np.array([e.ts for e in events], dtype=np.float64)
+        ts = np.array(tss, dtype=np.float64)
         keep = _ROW[codes]
         bad = keep & np.isnan(ts)
         if bad.any():
@@ -529,8 +537,17 @@ class ColumnBuilder:
                 self.subject, f"event {base + first} (phase {events[first].ph!r}) has no ts"
             )
         idx = np.flatnonzero(keep)
-        kept = events if len(idx) == len(events) else [events[i] for i in idx.tolist()]
-        dur = np.array([e.dur for e in kept], dtype=np.float64)
+        kept_cats: Sequence[str | None] = cats
+        kept_names: Sequence[str] = names
+        if len(idx) == len(events):
+            dur = np.array(durs, dtype=np.float64)
+            args = list(raws)
+        else:
+            il = idx.tolist()
+            dur = np.array(durs, dtype=np.float64)[idx]
+            kept_cats, kept_names = [cats[i] for i in il], [names[i] for i in il]
+            args = [raws[i] for i in il]
+        del durs, raws
         self._put(
             self.parts,
             index=idx + base,
@@ -542,11 +559,10 @@ class ColumnBuilder:
             tid=tid[idx],
             tid_valid=tid_valid[idx],
             thread=thread[idx],
-            cat=self.cats.encode([e.cat for e in kept]),
-            name=self.names.encode([e.name for e in kept]),
+            cat=self.cats.encode(list(kept_cats)),
+            name=self.names.encode(list(kept_names)),
         )
-        args = [e.args for e in kept]
-        del kept
+        del cats, names, kept_cats, kept_names
         e_idx = np.flatnonzero(codes == ord("E"))
         if e_idx.size:
             if np.isnan(ts[e_idx]).any():
