@@ -14,7 +14,6 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -481,9 +480,6 @@ _FLOW = np.zeros(256, dtype=np.bool_)
 _FLOW[[ord(p) for p in FLOW_PHASES]] = True
 
 
-_FIELDS = attrgetter("ph", "pid", "tid", "ts", "dur", "cat", "name", "args")
-
-
 class ColumnBuilder:
     """Accumulates kept events chunk by chunk; finish() pairs B/E and returns the columns."""
 
@@ -510,25 +506,21 @@ class ColumnBuilder:
         """Take one chunk; returns the args of its kept rows, in order, for the caller."""
         base = self.seen
         self.seen += len(events)
-        # One C-level pass turns the structs into columns (tuples), instead of one per field.
-        phs, pids, tids, tss, durs, cats, names, raws = (
-            zip(*map(_FIELDS, events), strict=True) if events else ((),) * 8
-        )
+        phs = [e.ph for e in events]
         self.read.update(phs)
         codes = _phase_codes(phs)
         del phs
         try:
-            pid, pid_valid, pid_key = self.keys.column(pids)
-            tid, tid_valid, tid_key = self.keys.column(tids)
+            pid, pid_valid, pid_key = self.keys.column([e.pid for e in events])
+            tid, tid_valid, tid_key = self.keys.column([e.tid for e in events])
             flow_ids = [events[i].id for i in np.flatnonzero(_FLOW[codes]).tolist()]
             flow_keys = self.flow_keys.column(flow_ids)[2] if flow_ids else None
         except _PastInt64 as exc:
             raise WorkbenchError(
                 self.subject, f"a pid, tid or id of {exc.value} is past the 64-bit integer range"
             ) from None
-        del pids, tids
         thread = thread_key(pid_key, tid_key)
-        ts = np.array(tss, dtype=np.float64)
+        ts = np.array([e.ts for e in events], dtype=np.float64)
         keep = _ROW[codes]
         bad = keep & np.isnan(ts)
         if bad.any():
@@ -537,17 +529,8 @@ class ColumnBuilder:
                 self.subject, f"event {base + first} (phase {events[first].ph!r}) has no ts"
             )
         idx = np.flatnonzero(keep)
-        kept_cats: Sequence[str | None] = cats
-        kept_names: Sequence[str] = names
-        if len(idx) == len(events):
-            dur = np.array(durs, dtype=np.float64)
-            args = list(raws)
-        else:
-            il = idx.tolist()
-            dur = np.array(durs, dtype=np.float64)[idx]
-            kept_cats, kept_names = [cats[i] for i in il], [names[i] for i in il]
-            args = [raws[i] for i in il]
-        del durs, raws
+        kept = events if len(idx) == len(events) else [events[i] for i in idx.tolist()]
+        dur = np.array([e.dur for e in kept], dtype=np.float64)
         self._put(
             self.parts,
             index=idx + base,
@@ -559,10 +542,11 @@ class ColumnBuilder:
             tid=tid[idx],
             tid_valid=tid_valid[idx],
             thread=thread[idx],
-            cat=self.cats.encode(list(kept_cats)),
-            name=self.names.encode(list(kept_names)),
+            cat=self.cats.encode([e.cat for e in kept]),
+            name=self.names.encode([e.name for e in kept]),
         )
-        del cats, names, kept_cats, kept_names
+        args = [e.args for e in kept]
+        del kept
         e_idx = np.flatnonzero(codes == ord("E"))
         if e_idx.size:
             if np.isnan(ts[e_idx]).any():
