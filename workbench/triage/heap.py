@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final
 
-
 # mallopt parameters and glibc's defaults for them (malloc.h)
 _M_TRIM_THRESHOLD: Final[int] = -1
 _M_MMAP_MAX: Final[int] = -4
