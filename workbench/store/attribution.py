@@ -11,6 +11,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from accel.cost import dense_ids
 from accel.stages import STAGES
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import is_step
@@ -250,6 +251,8 @@ def exclusive_times(
 
     Each request window is cut at every clipped start/end of its attributed events; a segment
     goes to the covering event of highest priority (ties: pipeline order). See _best_level.
+    Temporaries are kept few and narrow: on millions of events the page faults of fresh
+    memory cost more than the arithmetic.
     """
     n_req = req.n
     n_stages = len(STAGES)
@@ -259,36 +262,43 @@ def exclusive_times(
     s = np.maximum(ts[sel], req.start[r])
     e = np.minimum(end[sel], req.end[r])
     live = e > s
-    sel, r, s, e = sel[live], r[live], s[live], e[live]
+    if not live.all():
+        sel, r, s, e = sel[live], r[live], s[live], e[live]
     if sel.size == 0:
         return out
-    # Levels sorted by priority (high first), ties in pipeline order.
-    level_key = -priority[sel] * (n_stages + 1) + stage[sel]
-    uniq, ev_level = np.unique(level_key, return_inverse=True)
-    level_stage = np.mod(uniq, n_stages + 1).astype(np.int64)
+    # Levels numbered by priority (high first), ties in pipeline order.
+    ev_level, n_levels = dense_ids(stage[sel] - priority[sel] * (n_stages + 1))
+    level_stage = np.full(n_levels + 1, -1, dtype=np.int8)  # the last: no level covers
+    level_stage[ev_level] = stage[sel]
     n_ev = sel.size
     # Boundaries: every event start/end plus the window ends (so gaps count as `other`).
-    pt_req = np.concatenate([r, r, np.arange(n_req), np.arange(n_req)])
+    idx = np.int32 if n_req * n_stages < 2**31 else np.int64
+    windows = np.arange(n_req, dtype=idx)
+    r = r.astype(idx)
+    pt_req = np.concatenate([r, r, windows, windows])
     pt_t = np.concatenate([s, e, req.start, req.end])
+    del r, s, e, sel
     order = np.lexsort((pt_t, pt_req))
     pt_req, pt_t = pt_req[order], pt_t[order]
-    # Small level codes make the grouping by level below a linear (radix) sort.
-    small = np.int8 if uniq.size < 127 else np.int16 if uniq.size < 32767 else np.int64
-    lv = ev_level.ravel().astype(small)
+    # Small level codes make the grouping by level a linear (radix) sort.
+    small = np.int8 if n_levels < 127 else np.int16 if n_levels < 32767 else np.int64
+    lv = ev_level.astype(small)
+    del ev_level
     pt_level = np.concatenate([lv, lv, np.full(2 * n_req, -1, small)])[order]
     pt_delta = np.concatenate(
         [np.ones(n_ev, np.int8), np.full(n_ev, -1, np.int8), np.zeros(2 * n_req, np.int8)]
     )[order]
-    del order
-    best = _best_level(pt_level, pt_delta, uniq.size, 2 * n_req)
+    del order, lv
+    seg_stage = level_stage[_best_level(pt_level, pt_delta, n_levels, 2 * n_req)]
+    del pt_level, pt_delta
     seg = np.zeros(pt_t.size, dtype=np.float64)
     np.subtract(pt_t[1:], pt_t[:-1], out=seg[:-1], where=pt_req[1:] == pt_req[:-1])
-    seg_stage = np.append(level_stage, -1)[best]
+    del pt_t
     # One weighted count over (request, stage); each bin sums its segments in boundary order.
     hit = seg_stage >= 0
-    sums = np.bincount(
-        pt_req[hit] * n_stages + seg_stage[hit], weights=seg[hit], minlength=n_req * n_stages
-    )
+    key = pt_req[hit] * n_stages
+    key += seg_stage[hit]
+    sums = np.bincount(key, weights=seg[hit], minlength=n_req * n_stages)
     out[:] = sums.reshape(n_req, n_stages)
     return out
 
@@ -299,7 +309,7 @@ _MASK_LEVELS = 62
 
 def _best_level(
     level: npt.NDArray[Any], delta: npt.NDArray[np.int8], n_levels: int, n_windows: int
-) -> I64:
+) -> npt.NDArray[Any]:
     """Per boundary (sorted by request, time), the highest-priority level covering the segment
     after it; n_levels where none does.
 
@@ -310,24 +320,30 @@ def _best_level(
     segments the first ones left uncovered, and so on.
     """
     n = level.size
-    best = np.full(n, n_levels, dtype=np.int64)
     # Grouped by level in boundary order; window boundaries (level -1) sort first, skipped.
     by_level = np.argsort(level, kind="stable")[n_windows:]
     d = delta[by_level]
     # Each level's +1/-1 cancel, so one running sum over all groups is each group's own.
-    count = np.cumsum(d, dtype=np.int64)
-    opens = (d > 0) & (count == 1)
-    closes = count == 0
-    lv = level[by_level].astype(np.int64)
+    count = np.cumsum(d, dtype=np.int32 if d.size < 2**31 else np.int64)
+    edge = count == 0  # coverage ends
+    edge |= (d > 0) & (count == 1)  # coverage starts
+    del count
+    at = by_level[edge]
+    sign = d[edge].astype(np.int64)
+    lv_at = level[at].astype(np.int64)
+    del by_level, d, edge
+    best = np.full(n, n_levels, dtype=np.int16 if n_levels < 32767 else np.int64)
+    marks = np.empty(n, dtype=np.int64)
     for lo in range(0, n_levels, _MASK_LEVELS):
-        mine = (lv >= lo) & (lv < lo + _MASK_LEVELS)
-        bit = np.left_shift(np.int64(1), lv - lo)
-        marks = np.zeros(n, dtype=np.int64)
-        marks[by_level[opens & mine]] = bit[opens & mine]
-        marks[by_level[closes & mine]] = -bit[closes & mine]
-        mask = np.cumsum(marks)
-        todo = (best == n_levels) & (mask != 0)
-        low = mask[todo] & -mask[todo]
+        mine = (lv_at >= lo) & (lv_at < lo + _MASK_LEVELS)
+        marks.fill(0)
+        marks[at[mine]] = np.left_shift(sign[mine], lv_at[mine] - lo)
+        mask = np.cumsum(marks, out=marks)
+        todo = mask != 0
+        if lo:
+            todo &= best == n_levels
+        low = mask[todo]
+        low &= -low
         # The lowest set bit's index: frexp of an exact power of two.
         best[todo] = lo + np.frexp(low.astype(np.float64))[1] - 1
     return best

@@ -316,15 +316,15 @@ def _child_sums(
     lo = min((int(a.min()) for a in both), default=0)
     hi = max((int(a.max()) for a in both), default=0)
     if lo >= 0 and hi <= 4 * (parent.size + event_id.size) + 1024:
-        sums = np.bincount(parent, weights=weight, minlength=hi + 1)
+        sums = np.asarray(np.bincount(parent, weights=weight, minlength=hi + 1), np.float64)
         counts = np.bincount(parent, minlength=hi + 1)
         return sums[event_id], counts[event_id] > 0
     ids, inv = np.unique(parent, return_inverse=True)
-    child_us = np.bincount(inv.ravel(), weights=weight, minlength=ids.size)
+    child_us = np.asarray(np.bincount(inv.ravel(), weights=weight, minlength=ids.size), np.float64)
     if not ids.size:
         return np.zeros(event_id.size), np.zeros(event_id.size, dtype=np.bool_)
     pos = np.minimum(np.searchsorted(ids, event_id), ids.size - 1)
-    return child_us[pos], ids[pos] == event_id
+    return child_us[pos], np.asarray(ids[pos] == event_id, dtype=np.bool_)
 
 
 _STAGE_INDEX: Final[dict[str, int]] = {s: i for i, s in enumerate(STAGES)}
