@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 from workbench.store.batch_mates import batch_mates
 
@@ -12,7 +13,7 @@ def _run(lane: list[int], ts: list[float], dur: list[float], req: list[int], n: 
     k = np.ones(len(lane), bool) if kernel is None else np.asarray(kernel)
     got = batch_mates(
         k,
-        np.asarray(lane, np.int64),
+        pa.array(lane, pa.int32(), mask=np.asarray(lane) < 0),
         np.asarray(ts, np.float64),
         np.asarray(dur, np.float64),
         np.asarray(req, np.int64),
@@ -41,3 +42,4 @@ def test_coincidences_that_are_not_one_execution_are_ignored() -> None:
     assert _run([0, 0], [5, 5], [2, 2], [1, 1], 2) is None
     assert _run([0, 0], [5, 5], [2, 2], [0, 1], 2, kernel=[True, False]) is None
     assert _run([0, 0], [5, 5], [2, 2], [0, -1], 2) is None
+    assert _run([0, -1], [5, 5], [2, 2], [0, 1], 2) is None

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 
 
-def shared_executions(lane: I64, ts: F64, dur: F64, request: I64) -> tuple[I64, I64]:
-    """(group, request) pairs: events that coincide (same lane, start and duration) numbered as
-    one group, for every group whose events belong to more than one request."""
-    # Sorting the starts alone is cheap (a trace is nearly in time order); only events that tie
-    # on a start are compared on lane and duration.
+def _start_ties(ts: F64) -> I64:
+    """Positions in `ts` of the values some other position shares exactly."""
+    # Sorting the starts alone is cheap (a trace is nearly in time order).
     order = np.argsort(ts, kind="stable")
     t = ts[order]
     tie = np.zeros(t.size, dtype=bool)
@@ -28,10 +28,13 @@ def shared_executions(lane: I64, ts: F64, dur: F64, request: I64) -> tuple[I64, 
         same = t[1:] == t[:-1]
         tie[1:] |= same
         tie[:-1] |= same
-    idx = order[tie]
-    if idx.size < 2:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    sub = idx[np.lexsort((request[idx], dur[idx], lane[idx], ts[idx]))]
+    return np.asarray(order[tie], dtype=np.int64)
+
+
+def shared_executions(lane: I64, ts: F64, dur: F64, request: I64) -> tuple[I64, I64]:
+    """(group, request) pairs: events that coincide (same lane, start and duration) numbered as
+    one group, for every group whose events belong to more than one request."""
+    sub = np.lexsort((request, dur, lane, ts))
     key_new = np.ones(sub.size, dtype=bool)
     key_new[1:] = (
         (ts[sub][1:] != ts[sub][:-1])
@@ -49,15 +52,26 @@ def shared_executions(lane: I64, ts: F64, dur: F64, request: I64) -> tuple[I64, 
 
 
 def batch_mates(
-    kernel: B, lane: I64, ts: F64, dur: F64, request_of: I64, n_requests: int
+    kernel: B, lanes: pa.Array, ts: F64, dur: F64, request_of: I64, n_requests: int
 ) -> tuple[I64, I64] | None:
     """(batch id, batch size) per request from kernel executions shared between requests, or
-    None when no execution is shared (the trace shows no batches). Batch ids are the lowest
-    request index of each batch; a request sharing nothing is a batch of one."""
-    sel = np.flatnonzero(kernel & (request_of >= 0) & (lane >= 0))
-    if sel.size < 2 or n_requests < 2:
+    None when no execution is shared (the trace shows no batches). `lanes`: each event's
+    kernel lane (null off kernels). Batch ids are the lowest request index of each batch; a
+    request sharing nothing is a batch of one."""
+    if n_requests < 2:
         return None
-    group, req = shared_executions(lane[sel], ts[sel], dur[sel], request_of[sel])
+    k = np.flatnonzero(kernel)
+    # Only kernels that tie on a start with another kernel can be one execution: the rest
+    # of the columns are read for those alone.
+    idx = k[_start_ties(ts[k])]
+    idx = idx[request_of[idx] >= 0]
+    if idx.size < 2:
+        return None
+    lane = np.asarray(
+        pc.fill_null(lanes.take(pa.array(idx)), -1).to_numpy(zero_copy_only=False), np.int64
+    )
+    idx, lane = idx[lane >= 0], lane[lane >= 0]
+    group, req = shared_executions(lane, ts[idx], dur[idx], request_of[idx])
     if not group.size:
         return None
     batch = np.arange(n_requests, dtype=np.int64)

@@ -175,8 +175,7 @@ def attribute(
     keys = shape_keys(req, request_of, ts, args.shape, usable, cols.thread, region)
     names = _names(req, cols)
     steps = step_facts(rules, names) if req.unit == ENGINE_STEP else None
-    lane = np.asarray(pc.fill_null(lanes, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    mates = batch_mates(kernel_mask, lane, ts, dur, request_of, req.n) if steps is None else None
+    mates = batch_mates(kernel_mask, lanes, ts, dur, request_of, req.n) if steps is None else None
     requests = request_rows(
         req, excl, names, ids, t0, request_of, ts, args.shape, keys=keys, steps=steps, mates=mates
     )
