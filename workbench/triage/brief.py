@@ -2,13 +2,12 @@
 verdict, the rollback plan and open follow-ups, in plain words and built only from the summary.
 
 `build_brief(doc)` is stored in the summary as doc["brief"] (JSON and Markdown show the same
-lines); `brief_lines(store, incident_id)` gives the app's Close screen the very same lines.
+lines); `lines_of` gives the app's Close screen the very same lines (summary.brief_lines).
 Every number is taken from the summary's own sections, so the brief, the tables and the app agree.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from workbench.triage.numbers_text import fmt_ci, fmt_pct, fmt_signed, fmt_us, fmt_value
@@ -247,10 +246,3 @@ def lines_of(brief: dict[str, Any]) -> list[str]:
         out.append(f"{label}: {first}")
         out += [f"  {line}" for line in rest]
     return out
-
-
-def brief_lines(store: Path, incident_id: str) -> list[str]:
-    """The brief of one incident as the export opens with it (for the app's Close screen)."""
-    from workbench.triage.summary import build_summary
-
-    return lines_of(build_summary(store, incident_id)["brief"])

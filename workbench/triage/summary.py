@@ -21,7 +21,7 @@ from accel.stages import DEFAULT_OWNER_ROLE, STAGE_NAMES, STAGES
 from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.triage.audit_text import audit_line
-from workbench.triage.brief import build_brief
+from workbench.triage.brief import build_brief, lines_of
 from workbench.triage.guardrails import RunSamples
 from workbench.triage.incident import Incident, ReplayCheck, Validation, load_incident, now_iso
 from workbench.triage.judge import CONFIDENCE, N_BOOT, SEED
@@ -455,3 +455,8 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
     doc["missing"] = missing
     # The brief opens the document (JSON key order too), built from everything above.
     return {"schema": doc.pop("schema"), "brief": build_brief(doc), **doc}
+
+
+def brief_lines(store: Path, incident_id: str) -> list[str]:
+    """The brief of one incident as the export opens with it (for the app's Close screen)."""
+    return lines_of(build_summary(store, incident_id)["brief"])

@@ -46,11 +46,6 @@ def cohort_title(failing: Sequence[str], comparator: Sequence[str]) -> str:
 class FleetPanel(VerticalScroll):
     """Shows the fleet view of the runs given to `show`; `view` holds the last one shown."""
 
-    DEFAULT_CSS = """
-    FleetPanel { height: 1fr; }
-    FleetPanel > #fleet-text { width: auto; }
-    """
-
     class Loaded(Message):
         """The worker computed the fleet view."""
 

@@ -19,10 +19,6 @@ from workbench.tui.fleet_panel import FleetPanel
 class FleetScreen(ModalScreen[None]):
     """Shows FleetPanel for `failing` (against `comparator`) in `store`; Esc closes."""
 
-    DEFAULT_CSS = """
-    FleetScreen { align: center middle; }
-    FleetScreen > #fleet-box { width: 100%; height: 100%; border: round $accent; }
-    """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close_fleet", "Close", id="fleet.close"),
     ]
