@@ -70,6 +70,7 @@ def _row(cell: tuple[str, str], profile: str, fault: str, method: str, truth: ob
         "triggered": loc.triggered,
         "outcome": loc.outcome,
         "confidence": loc.confidence,
+        "decided_by": loc.decided_by,
         "seconds": seconds,
     }
 
@@ -284,7 +285,8 @@ def _summary(rows: list[Row], title: str) -> dict[str, object]:
         print(
             f"  {r['generator']}/{r['layout']} {r['profile']} {r['fault']} "
             f"{r.get('batching', '-')} seed {r['seed']} -> {r['outcome']}: {r['origin']} / "
-            f"{r['mechanism']} (confidence {float(str(r['confidence'])):.2f})"
+            f"{r['mechanism']} (confidence {float(str(r['confidence'])):.2f}, decided by "
+            f"{r['decided_by']}, look {r['look']} at {r['requests']} requests)"
         )
 
     faulty = [r for r in full if r["fault"] != "none"]
