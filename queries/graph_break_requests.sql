@@ -5,21 +5,22 @@
 --          is a region itself, not a '## Call CompiledFxGraph' inside it: the code at a break).
 -- parameters: $run_id
 -- columns: request_id, regions, eager_ops
-WITH ev AS (
-    SELECT event_id, request_id, name, parent_id
-    FROM events
-    WHERE run_id = $run_id AND request_id IS NOT NULL
-),
-region AS (
+-- Each name filter stands alone in its own scan: duckdb prunes on the name column before it
+-- reads the other columns, where one scan of every attributed event reads them all.
+WITH region AS (
     SELECT event_id, request_id
-    FROM ev
-    WHERE starts_with(name, 'Torch-Compiled Region: ')
+    FROM events
+    WHERE run_id = $run_id
+        AND starts_with(name, 'Torch-Compiled Region: ')
+        AND request_id IS NOT NULL
 ),
 eager AS (
     SELECT e.request_id
-    FROM ev AS e
+    FROM events AS e
     JOIN region AS r ON r.event_id = e.parent_id
-    WHERE starts_with(e.name, 'aten::')
+    WHERE e.run_id = $run_id
+        AND starts_with(e.name, 'aten::')
+        AND e.request_id IS NOT NULL
 )
 SELECT
     q.request_id,

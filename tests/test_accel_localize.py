@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from accel.cost import op_times
-from accel.localize import TriggerPolicy, localize, replayed
+from accel.localize import TriggerPolicy, localize, prepare_swaps, replayed
 from accel.ops import RunArrays
 from accel.profiles import get_profile
 from accel.stages import MECHANISMS, STAGES
@@ -68,6 +68,19 @@ def test_a_replay_made_beforehand_gives_the_same_verdict() -> None:
     for wrong in ((both[1], None), (None, early), (replayed(f, TPU), None)):
         with pytest.raises(ValueError, match="is not of"):
             localize(f, c, H100, replays=wrong)
+
+
+@pytest.mark.parametrize("fault", ["fusion_memory_burst", "mapping_fallback", "recompile"])
+def test_swaps_prepared_beforehand_give_the_same_verdict(fault: str) -> None:
+    pair = generate_pair(H100, fault, seed=7001, tables=False)
+    f, c = pair.failing.arrays, pair.comparator.arrays
+    alone = localize(f, c, H100)
+    ready = prepare_swaps(f, c)
+    assert ready.deltas is not None and set(ready.deltas) == {"compile", "kernel", "fusion", "all"}
+    assert repr(localize(f, c, H100, prepared=ready)) == repr(alone)
+    assert repr(localize(f, c, H100, prepared=lambda: ready)) == repr(alone)
+    with pytest.raises(ValueError, match="are not of"):
+        localize(c, f, H100, prepared=ready)
 
 
 def test_queueing_fools_the_naive_method_not_the_full_one() -> None:

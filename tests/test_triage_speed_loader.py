@@ -237,3 +237,38 @@ def test_reused_heap_hands_memory_back_only_when_asked(
     assert (("malloc_trim", 0) in libc.calls) is release
     # the settings go back to glibc's defaults either way: four mallopt calls in all
     assert [c for c, _ in libc.calls].count("mallopt") == 4
+
+
+_ARENAS = """
+import sys, threading
+from workbench.triage import heap
+if sys.argv[1] == "one":
+    heap.one_arena()
+import ctypes
+import numpy as np  # starts threads of its own
+def grab() -> None:
+    for _ in range(3):
+        x = np.ones(2_000_000)
+        del x
+threads = [threading.Thread(target=grab) for _ in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+ctypes.CDLL("libc.so.6").malloc_stats()  # one 'Arena N:' line per arena, on stderr
+"""
+
+
+@pytest.mark.skipif(heap._glibc() is None, reason="one_arena tunes glibc's allocator only")
+@pytest.mark.parametrize("mode", ["one", "default"])
+def test_one_arena_before_the_imports_keeps_threads_on_the_main_heap(mode: str) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", _ARENAS, mode], cwd=root, capture_output=True, text=True, check=True
+    )
+    arenas = [ln for ln in done.stderr.splitlines() if ln.startswith("Arena ")]
+    # Threads that allocate get arenas of their own unless one_arena came first.
+    assert (len(arenas) == 1) == (mode == "one"), done.stderr

@@ -17,6 +17,7 @@ from accel.localize.residuals import (
     replay_summary,
     replayed,
 )
+from accel.localize.swaps import prepare_swaps
 from accel.localize.trigger import OUTCOMES, Trigger, TriggerPolicy
 from accel.localize.verdict import METHODS, N_BOOT, PLAN_STAGES, localize
 
@@ -39,6 +40,7 @@ __all__ = [
     "group_medians",
     "localize",
     "observed_queue",
+    "prepare_swaps",
     "replay_summary",
     "replayed",
     "requeue",

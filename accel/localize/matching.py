@@ -118,11 +118,24 @@ def grouped(ids: I64, k: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     return order, bounds
 
 
+_FEW_GROUPS = 64  # below this many groups, group_medians partitions each group instead
+
+
 def group_medians(key: I64, value: F64) -> tuple[I64, F64]:
     """Sorted distinct keys and the median of `value` within each."""
     if not key.size:
         return key[:0], np.zeros(0)
     ids, k = dense_ids(key)
+    if k <= _FEW_GROUPS:
+        # Few groups (op names by core, say): a partition per group, not a sort of every value.
+        order, bounds = grouped(ids, k)
+        med = np.empty(k)
+        for g in range(k):
+            v = value[order[bounds[g] : bounds[g + 1]]]
+            lo, hi = (v.size - 1) // 2, v.size // 2
+            part = np.partition(v, (lo, hi))
+            med[g] = 0.5 * (part[lo] + part[hi])
+        return key[order[bounds[:-1]]], med
     # Sort by value, then stably by dense group id (faster than lexsort on millions of ops).
     # Ties in value are equal, so any order does.
     by_value = np.argsort(value)
@@ -226,6 +239,8 @@ class SwapInputs:
     match: Match | None
     timing: Timing | None
     base: SwapBase | None
+    # swaps.lowering_deltas of the pair when made beforehand (swaps.prepare_swaps), else None.
+    deltas: dict[str, F64] | None = None
 
 
 def swap_inputs(failing: RunArrays, comparator: RunArrays) -> SwapInputs:

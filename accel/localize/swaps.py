@@ -20,6 +20,7 @@ from accel.localize.matching import (
     Timing,
     group_medians,
     signature_of,
+    swap_inputs,
 )
 from accel.localize.requeue import QueueState, requeue
 from accel.ops import F64, I64, OpArrays, RunArrays, joint_name_codes
@@ -180,6 +181,25 @@ def placement_swap(
     return _exec_delta(f, new_us, n_req, observed, replace(f, core=cores))
 
 
+LOWERING_PARTS = ("compile", "kernel", "fusion", "all")
+
+
+def lowering_deltas(failing: RunArrays, comparator: RunArrays, swap: SwapInputs) -> dict[str, F64]:
+    """lowering_swap of each part; empty when the ops could not be matched. It needs no replay,
+    so a caller with a core to spare makes it beside them (prepare_swaps)."""
+    m, timing, base = swap.match, swap.timing, swap.base
+    if m is None or timing is None or base is None:
+        return {}
+    f, c, n_req = failing.ops, comparator.ops, failing.requests.size
+    return {p: lowering_swap(f, c, n_req, p, m, timing, base) for p in LOWERING_PARTS}
+
+
+def prepare_swaps(failing: RunArrays, comparator: RunArrays) -> SwapInputs:
+    """swap_inputs of the pair with their lowering_deltas."""
+    swap = swap_inputs(failing, comparator)
+    return replace(swap, deltas=lowering_deltas(failing, comparator, swap))
+
+
 def plan_swaps(
     failing: RunArrays,
     comparator: RunArrays,
@@ -208,11 +228,12 @@ def plan_swaps(
             f"the simulated batcher does not give back the runs' p50/p95/p99 (off by up to "
             f"{ingress.error:.0%}, tolerance {SIM_TOLERANCE:.0%}): no batch-policy swap"
         )
-    m, timing, base = swap.match, swap.timing, swap.base
-    if m is None or timing is None or base is None:
+    m, base = swap.match, swap.base
+    if m is None or base is None:
         return out, parts, False, notes
-    for part in ("compile", "kernel", "fusion", "all"):
-        d = lowering_swap(failing.ops, comparator.ops, n_req, part, m, timing, base)
+    deltas = swap.deltas if swap.deltas is not None else lowering_deltas(failing, comparator, swap)
+    for part in LOWERING_PARTS:
+        d = deltas[part]
         cf = f_stage.copy()
         cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
         cf_lat = requeue(fq, cf)

@@ -145,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
         return _candidates(args)
     if args.lens:
         return _lens(args)
+    from workbench.triage import heap
+
+    heap.one_arena()  # first: the imports below start threads
     from accel.localize import TriggerPolicy
     from workbench.triage.report_text import render
     from workbench.triage.triage import triage

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -42,7 +43,13 @@ def compiled_shapes(con: duckdb.DuckDBPyConnection, run_id: str) -> frozenset[st
     """Shape keys compiled ahead of serving: those of warm-up requests and warm-up compiles."""
     params = {"run_id": run_id, "warmup_name": WARMUP_NAME}
     phases = db.query(con, "compile_phases", params).to_pylist()
-    named = db.query(con, "warmup_requests", params).to_pylist()
+    return compiled_shape_keys(phases, db.query(con, "warmup_requests", params).to_pylist())
+
+
+def compiled_shape_keys(
+    phases: list[dict[str, Any]], named: list[dict[str, Any]]
+) -> frozenset[str]:
+    """compiled_shapes from the rows of the compile_phases and warmup_requests queries."""
     keys = {r["shape_key"] for r in phases if r["phase"] == "warmup" and r["shape_key"]}
     keys |= {r["shape_key"] for r in named if r["shape_key"]}
     return frozenset(keys)
@@ -144,10 +151,12 @@ def load_run_arrays(
     skip_requests: Collection[str] = (),
     progress: Progress | None = None,
     texts: bool = True,
+    shapes: frozenset[str] | None = None,
 ) -> RunArrays:
     """Every request and attributed op of run_id, except skip_requests (and their ops);
     WorkbenchError when the run is not there. `texts` False: no per-op name / kernel lists
-    (OpArrays.name_code and kernel_code carry them; saves seconds and memory on big runs)."""
+    (OpArrays.name_code and kernel_code carry them; saves seconds and memory on big runs).
+    `shapes`: compiled_shapes(con, run_id) when the caller has it."""
     if not run_exists(con, run_id):
         raise WorkbenchError(repr(run_id), "no such run in the store")
     table_ok = verify(con, run_id)
@@ -163,9 +172,9 @@ def load_run_arrays(
     ops = _load_ops(con, run_id, index, texts, table_ok)
     if progress:
         progress(f"loaded {run_id}", 1.0)
-    return RunArrays(
-        run_id=run_id, ops=ops, requests=requests, compiled_shapes=compiled_shapes(con, run_id)
-    )
+    if shapes is None:
+        shapes = compiled_shapes(con, run_id)
+    return RunArrays(run_id=run_id, ops=ops, requests=requests, compiled_shapes=shapes)
 
 
 def _kept(values: list[str], keep: np.ndarray) -> list[str]:

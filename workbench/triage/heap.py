@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final
 
-import numpy._core.multiarray as _multiarray
-
 # mallopt parameters and glibc's defaults for them (malloc.h)
 _M_TRIM_THRESHOLD: Final[int] = -1
 _M_MMAP_MAX: Final[int] = -4
+_M_ARENA_MAX: Final[int] = -8
 _DEFAULT_TRIM_THRESHOLD: Final[int] = 128 * 1024
 _DEFAULT_MMAP_MAX: Final[int] = 65536
 _KEEP_FREED: Final[int] = 2**31 - 1  # the largest trim threshold mallopt takes (an int)
@@ -44,8 +43,20 @@ def _glibc() -> ctypes.CDLL | None:
 def _set_hugepage(enabled: bool) -> bool:
     """Set numpy's MADV_HUGEPAGE advice for new array data; the previous setting (True when
     this numpy has no such switch)."""
-    switch: Callable[[bool], bool] | None = getattr(_multiarray, "_set_madvise_hugepage", None)
+    import numpy._core.multiarray as multiarray  # here: one_arena must run before numpy loads
+
+    switch: Callable[[bool], bool] | None = getattr(multiarray, "_set_madvise_hugepage", None)
     return True if switch is None else bool(switch(enabled))
+
+
+def one_arena() -> None:
+    """Have every thread allocate from the main heap, where reused_heap keeps freed blocks: a
+    worker thread's own arena maps each block over 64 MB afresh and faults it in again. glibc
+    fixes its arena count once threads start (numpy, pyarrow and polars start some on import),
+    so a command calls this before it imports them."""
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_ARENA_MAX, 1)
 
 
 _lock = threading.Lock()

@@ -22,8 +22,8 @@ from accel.localize import (
     SwapInputs,
     TriggerPolicy,
     localize,
+    prepare_swaps,
     replayed,
-    swap_inputs,
 )
 from accel.ops import RunArrays
 from accel.primary_metric import primary_metric
@@ -245,26 +245,15 @@ def _triage(
         raise WorkbenchError(repr(comparator), "comparator is the failing run itself")
     # Too few requests for a tail: one line, leading with the hardware when the runs differ.
     check_enough_requests(store, con, failing, comparator, MIN_TRIAGE_REQUESTS)
-    warnings = pairing.pair_warnings(con, failing, comparator, suspect=suspect, fixed=fixed)
     row = read_run_row(store, failing) or {}
     hw_tag = row.get("hardware")
     hw, hw_warning = profile_for(hw_tag if isinstance(hw_tag, str) else None, hardware)
-    if hw_warning:
-        warnings.append(hw_warning)
-    comparator_hw, context = _pair_context(store, con, failing, comparator, hw, suspect)
-    pol = policy or TriggerPolicy()
-    if pol.sla_us is None:
-        pol = replace(pol, sla_us=_sla(con, comparator))
 
-    step("warm-up", 0.1)
-    warm_f = warmup_of(con, failing)
-
-    step("primary metric, retuning and replay", 0.15)
     # Two lanes that spend most of their time outside the GIL. A worker, on its own cursor,
     # finds the failing run's shape buckets, loads and replays the comparator, prepares the
-    # plan swaps and runs the evidence queries (beside the localization); this thread loads
-    # the failing run, works out its primary metric, retuning and replay (one op_times shared
-    # by the three), then localizes.
+    # plan swaps (all but the placement swap) and runs the evidence queries (beside the
+    # localization); this thread checks the pair, loads the failing run, works out its primary
+    # metric, retuning and replay (one op_times shared by the three), then localizes.
     duck, metric_done = threading.Lock(), threading.Event()
     cur = con.cursor()
     try:
@@ -273,6 +262,20 @@ def _triage(
                 shapes = pool.submit(_shape_buckets, cur, failing)
                 lane = pool.submit(_comparator, cur, comparator, hw, metric_done)
                 with duck:
+                    warnings = pairing.pair_warnings(
+                        con, failing, comparator, suspect=suspect, fixed=fixed
+                    )
+                    if hw_warning:
+                        warnings.append(hw_warning)
+                    comparator_hw, context = _pair_context(
+                        store, con, failing, comparator, hw, suspect
+                    )
+                    pol = policy or TriggerPolicy()
+                    if pol.sla_us is None:
+                        pol = replace(pol, sla_us=_sla(con, comparator))
+                    step("warm-up", 0.1)
+                    warm_f = warmup_of(con, failing)
+                    step("primary metric, retuning and replay", 0.15)
                     # Steady state only: warm-up requests are not a regression (not even loaded).
                     steady_f = _load(con, failing, warm_f)
                 swap = pool.submit(_swap_inputs, metric_done, steady_f, lane)
@@ -417,7 +420,13 @@ def _sla(con: duckdb.DuckDBPyConnection, run_id: str) -> float | None:
 def _load(con: duckdb.DuckDBPyConnection, run_id: str, warm: Warmup) -> RunArrays:
     """The run's steady state (warm-up requests left out); ops without per-op text lists,
     which nothing in a triage reads (their codes do), saving ~0.3 s and 80 MB per 5M ops."""
-    run = load_run_arrays(con, run_id, skip_requests=warm.affected_requests, texts=False)
+    run = load_run_arrays(
+        con,
+        run_id,
+        skip_requests=warm.affected_requests,
+        texts=False,
+        shapes=warm.compiled_shapes,
+    )
     return graph_break.with_regions(con, run)
 
 
@@ -460,10 +469,10 @@ def _swap_inputs(
     steady_f: RunArrays,
     lane: Future[tuple[Warmup, RunArrays, Replayed]],
 ) -> SwapInputs:
-    """swap_inputs of the pair, once the failing run's primary metric is done: its temporaries
+    """prepare_swaps of the pair, once the failing run's primary metric is done: its temporaries
     and the swap inputs side by side would pass 2 GB on 10M events."""
     metric_done.wait()
-    return swap_inputs(steady_f, lane.result()[1])
+    return prepare_swaps(steady_f, lane.result()[1])
 
 
 def _evidence(

@@ -9,7 +9,7 @@ import duckdb
 import numpy as np
 
 from workbench.store import db
-from workbench.store.arrays import WARMUP_NAME
+from workbench.store.arrays import WARMUP_NAME, compiled_shape_keys
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class Warmup:
     # behind them in the same busy period up to the first steady recompile: they waited only
     # because the service was warming up
     affected_requests: list[str] = field(default_factory=list)
+    # arrays.compiled_shapes of the run, from the same rows
+    compiled_shapes: frozenset[str] = frozenset()
 
     @property
     def warmup_us(self) -> float:
@@ -93,10 +95,11 @@ def warmup_of(con: duckdb.DuckDBPyConnection, run_id: str, *, tol_us: float = 1.
     ]
     warm = [c for c in records if c.phase == "warmup"]
     steady = [c for c in records if c.phase == "steady"]
-    seeds = {c.request_id for c in warm if c.request_id}
-    seeds |= {r["request_id"] for r in db.query(con, "warmup_requests", params).to_pylist()}
+    named = db.query(con, "warmup_requests", params).to_pylist()
+    seeds = {c.request_id for c in warm if c.request_id} | {r["request_id"] for r in named}
+    shapes = compiled_shape_keys(rows, named)
     if not seeds:
-        return Warmup(run_id, warm, steady, [])
+        return Warmup(run_id, warm, steady, [], shapes)
     req = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": []})
     ids = [str(x) for x in req.column("request_id").to_pylist()]
     arrival = np.asarray(req.column("arrival_us").to_numpy(zero_copy_only=False), dtype=np.float64)
@@ -107,4 +110,4 @@ def warmup_of(con: duckdb.DuckDBPyConnection, run_id: str, *, tol_us: float = 1.
     for i, rid in enumerate(ids):
         if rid in seeds:
             affected.update(ids[i : _busy_period_end(arrival, start, stops, i, tol_us)])
-    return Warmup(run_id, warm, steady, [r for r in ids if r in affected])
+    return Warmup(run_id, warm, steady, [r for r in ids if r in affected], shapes)
