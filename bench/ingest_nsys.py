@@ -4,10 +4,12 @@ Writes a current-schema export with --kernels kernel rows (each with its launch 
 of --per-request kernels in NVTX ranges, two processes) using the fixture generator. Then,
 --repeat times, each in a fresh interpreter: the bare read of the kernel rows (start and end
 through the same ADBC driver, one thread: the baseline), the decode (read_nsys: SQLite ->
-attribution columns), and, in another fresh interpreter as the CLI would run it, the whole
-import (decode + attribution + Parquet commit). The machine is shared and noisy, so besides
-medians of kernel rows/s it reports each run's time over the bare read measured beside it, and
-the CPU seconds of the decode (all its threads) beside the bare read's.
+attribution columns), in another fresh interpreter the whole import (decode + attribution +
+commit of the run's files) timed around the ingest() call, and then what an engineer waits
+for: `workbench ingest FILE --store DIR` as a process, start to exit (interpreter start and
+imports included). The goal is judged on that last figure. The machine is shared and noisy,
+so besides medians of kernel rows/s it reports each run's time over the bare read measured
+beside it, and CPU seconds (all threads, user + system) beside the wall times.
 Ends with one JSON line.
 
     uv run python bench/ingest_nsys.py [--kernels 1000000] [--per-request 1000] [--repeat 5]
@@ -17,6 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,6 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+GOAL = 1_000_000  # kernel rows per second, issue 13
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "nsys"))
 
 from make_nsys_export import write_export  # noqa: E402 - the generator lives with the fixture
@@ -49,9 +55,10 @@ INGEST = """
 import json, sys, time
 from pathlib import Path
 from workbench.store.ingest import ingest
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 report = ingest(Path(sys.argv[2]), Path(sys.argv[1]), run_id="big")
-print(json.dumps({"ingest_s": time.perf_counter() - t, "requests": report.requests}))
+print(json.dumps({"ingest_s": time.perf_counter() - t, "ingest_cpu_s": time.process_time() - c,
+                  "requests": report.requests}))
 """
 
 
@@ -61,6 +68,22 @@ def child(code: str, *args: str) -> dict[str, float]:
     )
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return figures
+
+
+def cli(path: Path, store: Path) -> dict[str, float]:
+    """`workbench ingest` as a process: wall seconds from start to exit, and its CPU seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "workbench", "ingest", str(path), "--store", str(store),
+         "--run-id", "big"],
+        capture_output=True, check=True, cwd=ROOT, stdin=subprocess.DEVNULL,
+        env={**os.environ, "WORKBENCH_HOME": str(store.parent / "home")},
+    )  # fmt: skip
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"cli_s": wall, "cli_cpu_s": cpu}
 
 
 def main() -> None:
@@ -80,13 +103,18 @@ def main() -> None:
         for i in range(a.repeat):
             r = child(DECODE, str(path))
             r.update(child(INGEST, str(path), str(Path(tmp) / f"store{i}")))
+            r.update(cli(path, Path(tmp) / f"cli{i}"))
+            shutil.rmtree(Path(tmp) / f"store{i}")
+            shutil.rmtree(Path(tmp) / f"cli{i}")
             assert r["bare_rows"] == kernels, r
             runs.append(r)
             print(f"run {i + 1}: bare kernel read {r['bare_s']:.2f} s, decode {r['decode_s']:.2f} s "
                   f"({kernels / r['decode_s'] / 1e6:.2f} M kernel rows/s, "
                   f"{r['decode_s'] / r['bare_s']:.1f}x bare), whole import {r['ingest_s']:.2f} s "
                   f"({kernels / r['ingest_s'] / 1e6:.2f} M kernel rows/s, "
-                  f"{r['ingest_s'] / r['bare_s']:.1f}x bare), {r['events']:,} events, "
+                  f"{r['ingest_s'] / r['bare_s']:.1f}x bare, {r['ingest_cpu_s']:.2f} CPU s), "
+                  f"workbench ingest {r['cli_s']:.2f} s ({kernels / r['cli_s'] / 1e6:.2f} M "
+                  f"kernel rows/s, {r['cli_cpu_s']:.2f} CPU s), {r['events']:,} events, "
                   f"{r['requests']} requests")  # fmt: skip
 
     def med(key: str) -> float:
@@ -105,24 +133,34 @@ def main() -> None:
         "bare_cpu_s_median": round(med("bare_cpu_s"), 4),
         "decode_cpu_s_median": round(med("decode_cpu_s"), 4),
         "ingest_s_median": round(med("ingest_s"), 4),
+        "ingest_cpu_s_median": round(med("ingest_cpu_s"), 4),
+        "cli_s_median": round(med("cli_s"), 4),
+        "cli_cpu_s_median": round(med("cli_cpu_s"), 4),
         "bare_kernel_rows_per_s": round(kernels / med("bare_s")),
         "decode_kernel_rows_per_s": round(kernels / med("decode_s")),
         "decode_kernel_rows_per_cpu_s": round(kernels / med("decode_cpu_s")),
         "ingest_kernel_rows_per_s": round(kernels / med("ingest_s")),
+        "ingest_kernel_rows_per_cpu_s": round(kernels / med("ingest_cpu_s")),
+        # what the goal is judged on: the CLI process, start to exit
+        "cli_kernel_rows_per_s": round(kernels / med("cli_s")),
         "decode_over_bare_median": ratio("decode_s"),
         "decode_cpu_over_bare_cpu_median": round(
             statistics.median(r["decode_cpu_s"] / r["bare_cpu_s"] for r in runs), 2
         ),
         "ingest_over_bare_median": ratio("ingest_s"),
-        "goal_kernel_rows_per_s": 1_000_000,
+        "goal_kernel_rows_per_s": GOAL,
     }
+    figures["goal_met"] = figures["cli_kernel_rows_per_s"] >= GOAL
     print(f"median of {a.repeat}: decode {figures['decode_kernel_rows_per_s'] / 1e6:.2f} M kernel "
           f"rows/s ({figures['decode_over_bare_median']}x the bare read), whole import "
           f"{figures['ingest_kernel_rows_per_s'] / 1e6:.2f} M kernel rows/s "
-          f"({figures['ingest_over_bare_median']}x), bare read "
+          f"({figures['ingest_over_bare_median']}x; "
+          f"{figures['ingest_kernel_rows_per_cpu_s'] / 1e6:.2f} M per CPU s), workbench ingest "
+          f"{figures['cli_kernel_rows_per_s'] / 1e6:.2f} M kernel rows/s, bare read "
           f"{figures['bare_kernel_rows_per_s'] / 1e6:.2f} M rows/s; decode CPU "
           f"{figures['decode_kernel_rows_per_cpu_s'] / 1e6:.2f} M kernel rows per CPU s; "
-          "goal 1.00 M")  # fmt: skip
+          f"goal {GOAL / 1e6:.2f} M kernel rows/s for workbench ingest: "
+          f"{'met' if figures['goal_met'] else 'not met'}")  # fmt: skip
     print(json.dumps(figures))
 
 

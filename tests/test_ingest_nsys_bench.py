@@ -26,7 +26,7 @@ def test_small_run_reports_rates_against_the_bare_read() -> None:
     # 20 requests per process, two processes: per request 100 kernels + their launches,
     # two copies, a sync, their 3 calls and an NVTX range.
     assert fig["events"] == 40 * (100 * 2 + 2 + 1 + 3 + 1)
-    for stage in ("bare", "decode", "ingest"):
+    for stage in ("bare", "decode", "ingest", "cli"):
         rate = fig[f"{stage}_kernel_rows_per_s"]
         # the times are rounded to 0.1 ms in the JSON line; the rates are not
         assert rate == pytest.approx(4000 / fig[f"{stage}_s_median"], rel=0.05), stage
@@ -36,5 +36,11 @@ def test_small_run_reports_rates_against_the_bare_read() -> None:
     assert fig["decode_kernel_rows_per_cpu_s"] == pytest.approx(
         4000 / fig["decode_cpu_s_median"], rel=0.05
     )
+    assert fig["ingest_kernel_rows_per_cpu_s"] == pytest.approx(
+        4000 / fig["ingest_cpu_s_median"], rel=0.05
+    )
     assert fig["ingest_s_median"] > fig["bare_s_median"]
+    # the CLI process starts an interpreter and imports the store before it ingests
+    assert fig["cli_cpu_s_median"] > 0 and fig["cli_s_median"] > fig["bare_s_median"]
+    assert fig["goal_met"] is (fig["cli_kernel_rows_per_s"] >= 1_000_000)
     assert any(line.startswith("run 1: bare kernel read") for line in lines)

@@ -10,11 +10,14 @@ import duckdb
 import numpy as np
 import pytest
 
+from accel.localize import localize
 from accel.profiles import get_profile
 from accel.stages import STAGES
 from accel.synth import Workload, generate_pair
+from workbench.store import db
+from workbench.store.arrays import load_run_arrays
 from workbench.store.ingest import ingest
-from workbench.store.synth_trace import chrome_trace
+from workbench.store.synth_trace import chrome_trace, ingest_events_only
 
 COLS = [f"{s}_us" for s in STAGES] + ["other_us", "latency_us"]
 
@@ -41,5 +44,38 @@ def test_events_only_import_reproduces_the_stage_times(tmp_path: Path, fault: st
     # accel.synth times sit on a 2**-10 us grid; its barrier spans are rounded apart from the
     # kernels they wait for, so execution may differ by a few grid steps.
     np.testing.assert_allclose(np.array([r[:-1] for r in got]), want, atol=0.01)
-    assert {r[-1] for r in got} == {None}
+    # The trace carries no batch ids, but batch-mates share their batch's kernel executions
+    # (same stream, start and duration): the importer gives back the generator's batches.
+    truth = np.asarray(run.requests["batch_id"])[np.argsort(run.requests["arrival_us"])]
     assert max(np.asarray(run.requests["batch_size"])) > 1
+    assert _partition([r[-1] for r in got]) == _partition(truth.tolist())
+
+
+def _partition(labels: list[object]) -> set[frozenset[int]]:
+    groups: dict[object, set[int]] = {}
+    for i, b in enumerate(labels):
+        groups.setdefault(b, set()).add(i)
+    return {frozenset(g) for g in groups.values()}
+
+
+def test_events_only_batch_policy_pair_is_localized_to_the_batcher(tmp_path: Path) -> None:
+    # Without batch ids the batch-mates' copies of one batch's ops read as separate service
+    # and the pair came out execution / barrier_stall; with the batches the importer restores,
+    # the batch-policy swap finds the origin.
+    hw = get_profile("tpu-v5e")
+    pair = generate_pair(hw, "batch_policy", 303026, workload=Workload(n_requests=400))
+    store = tmp_path / "store"
+    for run_id, run in (("failing", pair.failing), ("comparator", pair.comparator)):
+        ingest_events_only(store, run, run_id, hw.name, tmp_path)
+    con = db.connect(store)
+    try:
+        fa, ca = load_run_arrays(con, "failing"), load_run_arrays(con, "comparator")
+    finally:
+        con.close()
+    loc = localize(fa, ca, hw)
+    assert (loc.outcome, loc.origin_stage, loc.mechanism) == (
+        "regression",
+        "ingress",
+        "batch_policy",
+    )
+    assert loc.decided_by == "plan_swap"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from accel.cost import dense_ids
 from accel.stages import STAGES
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import is_step
@@ -248,47 +250,100 @@ def exclusive_times(
     """(n_requests, 5) exclusive stage times; `other` is the latency minus their sum.
 
     Each request window is cut at every clipped start/end of its attributed events; a segment
-    goes to the covering event of highest priority (ties: pipeline order). Coverage per
-    (priority, stage) level is a cumulative sum of +1/-1 over the sorted boundaries.
+    goes to the covering event of highest priority (ties: pipeline order). See _best_level.
+    Temporaries are kept few and narrow: on millions of events the page faults of fresh
+    memory cost more than the arithmetic.
     """
     n_req = req.n
-    out = np.zeros((n_req, len(STAGES)), dtype=np.float64)
+    n_stages = len(STAGES)
+    out = np.zeros((n_req, n_stages), dtype=np.float64)
     sel = np.flatnonzero((request_of >= 0) & (stage >= 0))
     r = request_of[sel]
     s = np.maximum(ts[sel], req.start[r])
     e = np.minimum(end[sel], req.end[r])
     live = e > s
-    sel, r, s, e = sel[live], r[live], s[live], e[live]
+    if not live.all():
+        sel, r, s, e = sel[live], r[live], s[live], e[live]
     if sel.size == 0:
         return out
-    ev_stage = stage[sel]
-    ev_prio = priority[sel]
-    # Levels sorted by priority (high first), ties in pipeline order.
-    level_key = -ev_prio * (len(STAGES) + 1) + ev_stage
-    uniq, ev_level = np.unique(level_key, return_inverse=True)
-    ev_level = ev_level.astype(np.int64)
-    level_stage = np.mod(uniq, len(STAGES) + 1).astype(np.int64)
+    # Levels numbered by priority (high first), ties in pipeline order.
+    ev_level, n_levels = dense_ids(stage[sel] - priority[sel] * (n_stages + 1))
+    level_stage = np.full(n_levels + 1, -1, dtype=np.int8)  # the last: no level covers
+    level_stage[ev_level] = stage[sel]
     n_ev = sel.size
     # Boundaries: every event start/end plus the window ends (so gaps count as `other`).
-    pt_req = np.concatenate([r, r, np.arange(n_req), np.arange(n_req)])
+    idx = np.int32 if n_req * n_stages < 2**31 else np.int64
+    windows = np.arange(n_req, dtype=idx)
+    r = r.astype(idx)
+    pt_req = np.concatenate([r, r, windows, windows])
     pt_t = np.concatenate([s, e, req.start, req.end])
-    pt_level = np.concatenate([ev_level, ev_level, np.full(2 * n_req, -1, dtype=np.int64)])
-    pt_delta = np.concatenate(
-        [np.ones(n_ev, np.int32), -np.ones(n_ev, np.int32), np.zeros(2 * n_req, np.int32)]
-    )
+    del r, s, e, sel
     order = np.lexsort((pt_t, pt_req))
-    pt_req, pt_t, pt_level, pt_delta = pt_req[order], pt_t[order], pt_level[order], pt_delta[order]
+    pt_req, pt_t = pt_req[order], pt_t[order]
+    # Small level codes make the grouping by level a linear (radix) sort.
+    small = np.int8 if n_levels < 127 else np.int16 if n_levels < 32767 else np.int64
+    lv = ev_level.astype(small)
+    del ev_level
+    pt_level = np.concatenate([lv, lv, np.full(2 * n_req, -1, small)])[order]
+    pt_delta = np.concatenate(
+        [np.ones(n_ev, np.int8), np.full(n_ev, -1, np.int8), np.zeros(2 * n_req, np.int8)]
+    )[order]
+    del order, lv
+    seg_stage = level_stage[_best_level(pt_level, pt_delta, n_levels, 2 * n_req)]
+    del pt_level, pt_delta
     seg = np.zeros(pt_t.size, dtype=np.float64)
-    same = pt_req[1:] == pt_req[:-1]
-    seg[:-1] = np.where(same, pt_t[1:] - pt_t[:-1], 0.0)
-    best = np.full(pt_t.size, -1, dtype=np.int64)
-    for k in range(len(uniq)):
-        # Within a request the +1/-1 of a level cancel, so the running sum resets between them.
-        covered = np.cumsum(np.where(pt_level == k, pt_delta, 0), dtype=np.int64) > 0
-        best[(best < 0) & covered] = k
-    has = best >= 0
-    seg_stage = np.where(has, level_stage[np.maximum(best, 0)], -1)
-    for code in range(len(STAGES)):
-        w = np.where(seg_stage == code, seg, 0.0)
-        out[:, code] = np.bincount(pt_req, weights=w, minlength=n_req)
+    np.subtract(pt_t[1:], pt_t[:-1], out=seg[:-1], where=pt_req[1:] == pt_req[:-1])
+    del pt_t
+    # One weighted count over (request, stage); each bin sums its segments in boundary order.
+    hit = seg_stage >= 0
+    key = pt_req[hit] * n_stages
+    key += seg_stage[hit]
+    sums = np.bincount(key, weights=seg[hit], minlength=n_req * n_stages)
+    out[:] = sums.reshape(n_req, n_stages)
     return out
+
+
+# Levels whose coverage one int64 bitmask holds (bit k: level k covers the segment).
+_MASK_LEVELS = 62
+
+
+def _best_level(
+    level: npt.NDArray[Any], delta: npt.NDArray[np.int8], n_levels: int, n_windows: int
+) -> npt.NDArray[Any]:
+    """Per boundary (sorted by request, time), the highest-priority level covering the segment
+    after it; n_levels where none does.
+
+    A level covers a segment when its running sum of +1/-1 is positive there. Each level's
+    sum runs over its own boundaries only (grouped by a stable sort, in boundary order), and
+    where it turns positive or back to zero sets or clears the level's bit in one running
+    bitmask: the lowest set bit is the best level. Beyond 62 levels, the next 62 fill in the
+    segments the first ones left uncovered, and so on.
+    """
+    n = level.size
+    # Grouped by level in boundary order; window boundaries (level -1) sort first, skipped.
+    by_level = np.argsort(level, kind="stable")[n_windows:]
+    d = delta[by_level]
+    # Each level's +1/-1 cancel, so one running sum over all groups is each group's own.
+    count = np.cumsum(d, dtype=np.int32 if d.size < 2**31 else np.int64)
+    edge = count == 0  # coverage ends
+    edge |= (d > 0) & (count == 1)  # coverage starts
+    del count
+    at = by_level[edge]
+    sign = d[edge].astype(np.int64)
+    lv_at = level[at].astype(np.int64)
+    del by_level, d, edge
+    best = np.full(n, n_levels, dtype=np.int16 if n_levels < 32767 else np.int64)
+    marks = np.empty(n, dtype=np.int64)
+    for lo in range(0, n_levels, _MASK_LEVELS):
+        mine = (lv_at >= lo) & (lv_at < lo + _MASK_LEVELS)
+        marks.fill(0)
+        marks[at[mine]] = np.left_shift(sign[mine], lv_at[mine] - lo)
+        mask = np.cumsum(marks, out=marks)
+        todo = mask != 0
+        if lo:
+            todo &= best == n_levels
+        low = mask[todo]
+        low &= -low
+        # The lowest set bit's index: frexp of an exact power of two.
+        best[todo] = lo + np.frexp(low.astype(np.float64))[1] - 1
+    return best

@@ -297,13 +297,34 @@ class _OpReader:
         if self.parents:
             parent = np.concatenate([p for p, _ in self.parents])
             weight = np.concatenate([w for _, w in self.parents])
-            ids, inv = np.unique(parent, return_inverse=True)
-            child_us = np.bincount(inv.ravel(), weights=weight, minlength=ids.size)
-            pos = np.minimum(np.searchsorted(ids, event_id), ids.size - 1)
-            hit = (ids[pos] == event_id) & ~np.isneginf(dur)
-            dur[hit] -= child_us[pos[hit]]
+            child_us, has_child = _child_sums(parent, weight, event_id)
+            hit = has_child & ~np.isneginf(dur)
+            dur[hit] -= child_us[hit]
         cols["observed_us"] = np.maximum(dur, 0.0, out=dur)
         return cols
+
+
+def _child_sums(
+    parent: npt.NDArray[np.int64], weight: npt.NDArray[np.float64], event_id: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Per event: the summed weight of the rows naming it as parent, and whether any does.
+
+    Event ids are 0..n-1 as the importers write them: then a count indexed by id, not a sort
+    of the parents; each sum adds its children in the same order either way.
+    """
+    both = [a for a in (parent, event_id) if a.size]
+    lo = min((int(a.min()) for a in both), default=0)
+    hi = max((int(a.max()) for a in both), default=0)
+    if lo >= 0 and hi <= 4 * (parent.size + event_id.size) + 1024:
+        sums = np.asarray(np.bincount(parent, weights=weight, minlength=hi + 1), np.float64)
+        counts = np.bincount(parent, minlength=hi + 1)
+        return sums[event_id], counts[event_id] > 0
+    ids, inv = np.unique(parent, return_inverse=True)
+    child_us = np.asarray(np.bincount(inv.ravel(), weights=weight, minlength=ids.size), np.float64)
+    if not ids.size:
+        return np.zeros(event_id.size), np.zeros(event_id.size, dtype=np.bool_)
+    pos = np.minimum(np.searchsorted(ids, event_id), ids.size - 1)
+    return child_us[pos], np.asarray(ids[pos] == event_id, dtype=np.bool_)
 
 
 _STAGE_INDEX: Final[dict[str, int]] = {s: i for i, s in enumerate(STAGES)}

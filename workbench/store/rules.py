@@ -14,6 +14,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from accel.cost import dense_ids
 from accel.stages import STAGE_CODE
 from workbench.errors import WorkbenchError
 
@@ -154,13 +155,16 @@ def distinct_pairs(
     name_i = np.asarray(name_d.indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
     width = len(name_d.dictionary) + 1
     pair = (cat_i + 1) * width + (name_i + 1)
-    uniq, inverse = np.unique(pair, return_inverse=True)
+    # Numbered in ascending order of pair as np.unique would, without sorting every event.
+    inverse, k = dense_ids(pair)
+    uniq = np.zeros(k, dtype=np.int64)
+    uniq[inverse] = pair
     cats: list[str | None] = cat_d.dictionary.to_pylist()
     names: list[str | None] = name_d.dictionary.to_pylist()
     return PairCodes(
         categories=[cats[c - 1] if c > 0 else None for c in (uniq // width).tolist()],
         names=[names[m - 1] if m > 0 else None for m in (uniq % width).tolist()],
-        inverse=inverse.astype(np.int64),
+        inverse=inverse,
     )
 
 

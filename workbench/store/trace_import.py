@@ -21,6 +21,7 @@ from workbench.store.attribution import (
     find_requests,
     shape_keys,
 )
+from workbench.store.batch_mates import batch_mates
 from workbench.store.chrome_trace import TraceColumns
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import StepFacts, step_facts
@@ -129,6 +130,7 @@ def attribute(
     is_kernel = pa.array(kernel_mask)
     name_str = name.cast(pa.string())
     kernel = pc.if_else(is_kernel, name_str, pa.scalar(None, pa.string()))
+    lanes = kernel_lanes(kernel_mask, args.device, args.stream, cols)
     nulls_f = pa.nulls(n, pa.float64())
     events = pa.table(
         {
@@ -140,7 +142,7 @@ def attribute(
             "ts_us": pa.array(ts - t0),
             "dur_us": pa.array(dur),
             "device": args.device,
-            "core": kernel_lanes(kernel_mask, args.device, args.stream, cols),
+            "core": lanes,
             "stream": args.stream,
             "pid": _masked(cols.pid, cols.pid_valid, pa.int64()),
             "tid": _masked(cols.tid, cols.tid_valid, pa.int64()),
@@ -173,8 +175,9 @@ def attribute(
     keys = shape_keys(req, request_of, ts, args.shape, usable, cols.thread, region)
     names = _names(req, cols)
     steps = step_facts(rules, names) if req.unit == ENGINE_STEP else None
+    mates = batch_mates(kernel_mask, lanes, ts, dur, request_of, req.n) if steps is None else None
     requests = request_rows(
-        req, excl, names, ids, t0, request_of, ts, args.shape, keys=keys, steps=steps
+        req, excl, names, ids, t0, request_of, ts, args.shape, keys=keys, steps=steps, mates=mates
     )
     return Attributed(
         events=events,
@@ -238,12 +241,14 @@ def request_rows(
     shape: pa.Array | pa.ChunkedArray,
     keys: list[str | None] | None = None,
     steps: StepFacts | None = None,
+    mates: tuple[I64, I64] | None = None,
 ) -> pa.Table:
     """The requests table (REQUESTS_FILE) from windows and exclusive stage times.
 
     `keys` are the shape keys when the caller knows compile spans and threads; else each request
     is keyed by its first operator with tensor dims (attribution.shape_keys). Engine steps
-    (`steps`) are keyed by phase, batch size and tokens, and each is its own batch.
+    (`steps`) are keyed by phase, batch size and tokens, and each is its own batch; else
+    `mates` (batch_mates.batch_mates: batch id and size per request) gives the batches.
     """
     if steps is not None:
         keys = steps.keys()
@@ -272,6 +277,9 @@ def request_rows(
     if steps is not None:
         cols_out["batch_id"] = pa.array(np.arange(n, dtype=np.int64))
         cols_out["batch_size"] = pa.array(steps.batch_size, pa.int32(), mask=steps.batch_size < 0)
+    elif mates is not None:
+        cols_out["batch_id"] = pa.array(mates[0], pa.int64())
+        cols_out["batch_size"] = pa.array(mates[1].astype(np.int32), pa.int32())
     for f in schema.REQUESTS_FILE:
         if f.name not in cols_out:
             cols_out[f.name] = pa.nulls(n, f.type)
