@@ -18,6 +18,13 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def bytecode_env(work: Path) -> dict[str, str]:
+    """Environment under which a child writes and reuses bytecode (in work/pycache), as a user's
+    install does after its first run, even when this environment sets PYTHONDONTWRITEBYTECODE
+    (an empty value turns it off); without it every run compiles every module it imports."""
+    return {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+
+
 def run_tree(
     argv: list[str], env: dict[str, str] | None = None, last_line_json: bool = True
 ) -> dict[str, Any]:

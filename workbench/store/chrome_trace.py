@@ -12,7 +12,7 @@ import re
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -418,7 +418,7 @@ class _Keys:
     def __init__(self) -> None:
         self.strings: dict[str, int] = {}
 
-    def column(self, values: list[Any]) -> tuple[I64, B1, I64]:
+    def column(self, values: Sequence[Any]) -> tuple[I64, B1, I64]:
         """(int value or 0, is-int mask, key unique per distinct value)."""
         try:
             ints = np.array(values, dtype=np.int64)
@@ -466,7 +466,7 @@ def thread_key(pid_key: I64, tid_key: I64) -> I64:
     return mixed.view(np.int64)
 
 
-def _phase_codes(phs: list[str]) -> U8:
+def _phase_codes(phs: Sequence[str]) -> U8:
     joined = "".join(phs)
     if len(joined) == len(phs) and joined.isascii():
         return np.frombuffer(joined.encode("ascii"), dtype=np.uint8).copy()

@@ -226,10 +226,10 @@ def decode_member(task: MemberTask) -> MemberResult:
     try:
         path = Path(task.source)
         opened = importer_for(path).open(path, None, None)
-        out.sha, out.n_bytes = opened.sha, opened.n_bytes
         rules = load_rules(Path(task.rules_path))
         pattern = compile_pattern(task.pattern)
         dec = opened.decode()
+        out.sha, out.n_bytes = opened.sha, opened.n_bytes  # known once decoded (streamed)
         att = attribute(dec.cols, dec.args, rules, pattern)
         meta = dict(dec.meta)
         out.host = meta.pop("host", None) or task.host_hint

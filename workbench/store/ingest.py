@@ -14,14 +14,23 @@ import pyarrow.compute as pc
 
 from workbench.errors import WorkbenchError
 from workbench.store import schema
+from workbench.store.chrome_trace import TraceColumns
 from workbench.store.compile_log import compile_log_sha, load_compile_log
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import workload
+from workbench.store.heap import release_freed
 from workbench.store.importers import Decoded, Opened, importer_for
 from workbench.store.importers.devices import profile_line
 from workbench.store.importers.nsys_parquet import refuse_nsys_parquet
 from workbench.store.input_path import check_input
-from workbench.store.layout import ID_RE, RunExists, RunTables, check_run_id, commit_run
+from workbench.store.layout import (
+    ID_RE,
+    RunExists,
+    RunTables,
+    check_run_id,
+    commit_run,
+    read_run_row,
+)
 from workbench.store.parquet_import import ingest_parquet
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
@@ -164,7 +173,10 @@ def ingest(
     fp = fingerprint(label, tags, request_pattern, rules, log_sha)
 
     opened = importer.open(path, progress, cancel)
-    if existing_matches(store, rid, opened.sha, fp, subject):
+    # Only an existing run needs the hash before decoding (which hashes the file as it reads).
+    if read_run_row(store, rid) is not None and existing_matches(
+        store, rid, opened.sha, fp, subject
+    ):
         return ImportReport(subject, [rid], "unchanged", bytes_read=opened.n_bytes)
     # Millions of short-lived objects, none of them cyclic: the cycle collector would only
     # rescan them over and over.
@@ -172,10 +184,11 @@ def ingest(
     gc.disable()
     try:
         check_cancel(cancel, subject)
-        decoded = opened.decode()
+        release_freed()
+        # Passed on, not kept here: _import_decoded lets the decoded columns go when done.
         return _import_decoded(
-            store, path, decoded, opened, rid, fp, label, tags, compile_log, rules, pattern,
-            progress, cancel, started,
+            store, path, opened.decode(), opened, rid, fp, label, tags, compile_log, rules,
+            pattern, progress, cancel, started,
         )  # fmt: skip
     finally:
         if gc_was_enabled:
@@ -202,18 +215,23 @@ def _import_decoded(
     subject = str(path)
     cols, args = decoded.cols, decoded.args
     warnings = list(decoded.warnings)
+    meta, base_us, source_format = dict(decoded.meta), decoded.base_us, decoded.source_format
+    del decoded
     n_bytes = opened.n_bytes
     check_cancel(cancel, subject)
+    release_freed()
     att = attribute(cols, args, rules, pattern)
+    t0, n_kept, counts = float(cols.ts.min()), cols.n, _counts(cols)
+    # The events table holds what the store needs: the decoded columns go before the commit.
+    del cols, args
+    release_freed()
     if progress is not None:
-        progress(IngestProgress(subject, "attribute", n_bytes, n_bytes, cols.n))
-    meta = dict(decoded.meta)
+        progress(IngestProgress(subject, "attribute", n_bytes, n_bytes, n_kept))
     if att.request_unit == ENGINE_STEP:
         meta.setdefault("workload", workload(att.requests.column("shape_key").to_pylist()))
     if att.compilations and "compiler" not in meta:
         meta["compiler"] = TORCH_COMPILE
-    t0 = float(cols.ts.min())
-    shift = t0 + decoded.base_us
+    shift = t0 + base_us
     compiles, versions, log_warnings = _compiles(
         compile_log, meta.get("rank"), shift, progress, cancel
     )
@@ -222,7 +240,7 @@ def _import_decoded(
     run = run_row(
         rid,
         label=label,
-        source_format=decoded.source_format,
+        source_format=source_format,
         source_file=str(path.resolve()),
         sha=opened.sha,
         meta=meta,
@@ -231,7 +249,7 @@ def _import_decoded(
     )
     check_cancel(cancel, subject)
     if progress is not None:
-        progress(IngestProgress(subject, "write", n_bytes, n_bytes, cols.n))
+        progress(IngestProgress(subject, "write", n_bytes, n_bytes, n_kept))
     try:
         commit_run(store, RunTables(run, att.events, att.requests, compiles), source=subject)
     except RunExists:
@@ -239,19 +257,20 @@ def _import_decoded(
         if existing_matches(store, rid, opened.sha, fp, subject):
             return ImportReport(subject, [rid], "unchanged", bytes_read=n_bytes)
         raise
-    warnings += cols.warnings
+    read_by_phase, kept_by_phase, skipped_by_phase, col_warnings = counts
+    warnings += col_warnings
     if att.request_unit == "run":
         warnings.append("no request annotations or profiler steps: the whole run is one request")
     return ImportReport(
         path=subject,
         run_ids=[rid],
         status="imported",
-        source_format=decoded.source_format,
-        events_read=sum(cols.read_by_phase.values()),
-        events_kept=cols.n,
-        read_by_phase=cols.read_by_phase,
-        kept_by_phase=cols.kept_by_phase,
-        skipped_by_phase=cols.skipped_by_phase,
+        source_format=source_format,
+        events_read=sum(read_by_phase.values()),
+        events_kept=n_kept,
+        read_by_phase=read_by_phase,
+        kept_by_phase=kept_by_phase,
+        skipped_by_phase=skipped_by_phase,
         unattributed_by_category=att.unattributed_by_category,
         background_events=att.background_events,
         requests=att.requests.num_rows,
@@ -266,6 +285,14 @@ def _import_decoded(
         bytes_read=n_bytes,
         seconds=time.perf_counter() - started,
     )
+
+
+def _counts(
+    cols: TraceColumns,
+) -> tuple[dict[str, int], dict[str, int], dict[str, int], list[str]]:
+    """What the report needs of the decoded columns: events by phase read, kept and skipped,
+    and the decoder's warnings."""
+    return cols.read_by_phase, cols.kept_by_phase, cols.skipped_by_phase, cols.warnings
 
 
 def _is_parquet(path: Path) -> bool:

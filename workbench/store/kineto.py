@@ -132,10 +132,10 @@ def _ids(parsed: list[KinetoArgs], key: str) -> tuple[I64, B1]:
 
 def _small_ints(parsed: list[KinetoArgs], key: str) -> pa.Array:
     """stream / device as int32; a string value (ROCm's "0x0") stays in the args text only."""
-    values = list(map(attrgetter(key), parsed))
     try:
-        arr = np.array(values, dtype=np.int64)
-    except (TypeError, ValueError):
+        arr = np.fromiter(map(attrgetter(key), parsed), dtype=np.int64, count=len(parsed))
+    except (TypeError, ValueError, OverflowError):
+        values = list(map(attrgetter(key), parsed))
         arr = np.array([v if v.__class__ is int else MISSING for v in values], dtype=np.int64)
     ok = (arr != MISSING) & (arr >= -(1 << 31)) & (arr < (1 << 31))
     return pa.array(np.where(ok, arr, 0).astype(np.int32), mask=~ok)
@@ -157,9 +157,8 @@ def decode_args(raws: list[msgspec.Raw], subject: str) -> ArgColumns:
     ext, ext_valid = _ids(parsed, "external_id")
     dims = list(map(attrgetter("input_dims"), parsed))
     has_dims = np.fromiter(map(len, dims), dtype=np.int64, count=n) > 0
-    shape = _string_column(dims, has_dims)
     # DESIGN §4 spells shapes without blanks ("[[8,96,256],[256,256]]"); Kineto writes ", ".
-    shape = pc.replace_substring_regex(shape, pattern=r"\s+", replacement="")
+    shape = _string_column(dims, has_dims, drop_blanks=True)
     return ArgColumns(
         correlation=corr,
         correlation_valid=corr_valid,
@@ -177,13 +176,29 @@ def decode_args(raws: list[msgspec.Raw], subject: str) -> ArgColumns:
 _ARGS_DECODER = msgspec.json.Decoder(list[KinetoArgs])
 
 
-def _string_column(raws: list[msgspec.Raw], present: B1) -> pa.Array:
-    """Raw JSON slices as one string column built on a single joined buffer (no copies)."""
+# The blanks of a regular expression's \s (RE2, ASCII): tab, newline, form feed, return, space.
+_BLANKS = b"\t\n\f\r "
+_IS_BLANK = np.zeros(256, dtype=np.bool_)
+_IS_BLANK[list(_BLANKS)] = True
+
+
+def _string_column(raws: list[msgspec.Raw], present: B1, drop_blanks: bool = False) -> pa.Array:
+    """Raw JSON slices as one string column built on a single joined buffer (no copies);
+    `drop_blanks` removes every blank (those of a regular expression's \\s) from the values."""
     lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
     offsets = np.zeros(len(raws) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
+    joined = b"".join(raws)
+    if drop_blanks:
+        blank = _IS_BLANK[np.frombuffer(joined, dtype=np.uint8)]
+        if blank.any():
+            # Each offset moves back by the blanks before it.
+            before = np.zeros(len(joined) + 1, dtype=np.int64)
+            np.cumsum(blank, out=before[1:])
+            offsets -= before[offsets]
+            joined = joined.translate(None, _BLANKS)
     # Null slots keep their bytes ("{}" of an event without args); the validity bitmap hides them.
-    data = pa.py_buffer(b"".join(raws))
+    data = pa.py_buffer(joined)
     validity = pa.py_buffer(np.packbits(present, bitorder="little"))
     null_count = int(len(raws) - present.sum())
     if offsets[-1] >= (1 << 31) - 1:

@@ -41,13 +41,34 @@ class Decoded:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass
 class Opened:
-    """A file opened for import: its identity first (to skip unchanged re-imports), then decode."""
+    """A file opened for import: its identity (to skip unchanged re-imports), then decode.
 
-    sha: str
-    n_bytes: int
-    decode: Callable[[], Decoded]
+    `sha` and `n_bytes` may be given as functions: a format that hashes the file while decoding
+    it says so, and they are worked out (once) only when asked for before decode has run.
+    """
+
+    def __init__(
+        self,
+        sha: str | Callable[[], str],
+        n_bytes: int | Callable[[], int],
+        decode: Callable[[], Decoded],
+    ) -> None:
+        self._sha = sha
+        self._n_bytes = n_bytes
+        self.decode = decode
+
+    @property
+    def sha(self) -> str:
+        if not isinstance(self._sha, str):
+            self._sha = self._sha()
+        return self._sha
+
+    @property
+    def n_bytes(self) -> int:
+        if not isinstance(self._n_bytes, int):
+            self._n_bytes = self._n_bytes()
+        return self._n_bytes
 
 
 @runtime_checkable

@@ -4,20 +4,33 @@ from __future__ import annotations
 
 import threading
 import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from workbench.errors import WorkbenchError
+from workbench.store.chrome_stream import EventStream, Fallback
 from workbench.store.chrome_trace import (
     GZIP_MAGIC,
     ColumnBuilder,
+    TraceColumns,
+    TraceEvent,
     read_source,
     split_events,
     utf16_encoding,
 )
 from workbench.store.importers import Decoded, Opened
 from workbench.store.importers.devices import device_meta
-from workbench.store.kineto import KinetoFile, concat_args, decode_args, run_metadata
-from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
+from workbench.store.kineto import (
+    ArgColumns,
+    KinetoFile,
+    concat_args,
+    decode_args,
+    run_metadata,
+)
+from workbench.store.progress import ImportCancelled, IngestProgress, ProgressFn, check_cancel
+from workbench.store.run_row import file_sha
 
 
 def _text_head(head: bytes) -> bytes:
@@ -59,25 +72,69 @@ class KinetoJson:
     def open(
         self, path: Path, progress: ProgressFn | None, cancel: threading.Event | None
     ) -> Opened:
-        data, sha = read_source(path, progress, cancel)
-        # Handed over in a list so that no frame keeps the text alive while it becomes columns.
-        box = [data]
-        n_bytes = len(data)
-        del data
-        return Opened(sha, n_bytes, lambda: _decode(path, box, progress, cancel))
+        # Nothing is read yet: decode streams the file and hashes it on the way. The hash is
+        # read ahead of decoding only when the run already exists (an unchanged re-import).
+        state = _Read()
+        return Opened(
+            lambda: state.sha or file_sha(path),
+            lambda: state.n_bytes or _file_size(path),
+            lambda: _decode(path, state, progress, cancel),
+        )
+
+
+@dataclass
+class _Read:
+    """What decoding learnt of the file: its hash and its bytes of JSON text."""
+
+    sha: str = ""
+    n_bytes: int = 0
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError as exc:
+        raise WorkbenchError(str(path), f"cannot read file: {exc.strerror or exc}") from exc
 
 
 def _decode(
     path: Path,
-    box: list[bytearray],
+    state: _Read,
     progress: ProgressFn | None,
     cancel: threading.Event | None,
 ) -> Decoded:
     subject = str(path)
-    warnings: list[str] = []
-    data = box.pop()
-    header, chunks = split_events(data, subject, KinetoFile, warnings)
-    n_bytes = len(data)
+    try:
+        with EventStream(path) as stream:
+            if progress is not None:
+                progress(IngestProgress(subject, "read", 0, stream.reader.size, 0))
+            total = stream.reader.text_total
+            cols, args = _columns(stream.chunks(KinetoFile), subject, total, progress, cancel)
+            header = cast(KinetoFile | None, stream.header)
+            warnings: list[str] = []
+            state.sha, state.n_bytes = stream.reader.sha, stream.reader.text_done
+    except ImportCancelled:
+        raise
+    except (Fallback, WorkbenchError):
+        # Anything odd (damage, a cut-off array, UTF-16, a limit): the whole-text reader
+        # judges it, with its precise errors and salvage.
+        data, state.sha = read_source(path, progress, cancel)
+        state.n_bytes = len(data)
+        warnings = []
+        header, chunks = split_events(data, subject, KinetoFile, warnings)
+        del data
+        cols, args = _columns(chunks, subject, lambda: state.n_bytes, progress, cancel)
+    return _decoded(header, cols, args, warnings)
+
+
+def _columns(
+    chunks: Iterator[tuple[list[TraceEvent], int]],
+    subject: str,
+    total: Callable[[], int],
+    progress: ProgressFn | None,
+    cancel: threading.Event | None,
+) -> tuple[TraceColumns, ArgColumns]:
+    """The kept events' columns and their args, chunk by chunk."""
     builder = ColumnBuilder(subject)
     arg_parts = []
     for events, done in chunks:
@@ -85,13 +142,22 @@ def _decode(
         arg_parts.append(decode_args(builder.add(events), subject))
         del events
         if progress is not None:
-            progress(IngestProgress(subject, "decode", done, n_bytes, builder.seen))
-    del data, chunks
+            progress(IngestProgress(subject, "decode", done, max(total(), done), builder.seen))
+    del chunks
     cols, keep = builder.finish()
     args = concat_args(arg_parts, keep)
-    del arg_parts, builder
     if cols.n == 0:
         raise WorkbenchError(subject, "trace holds no events")
+    return cols, args
+
+
+def _decoded(
+    header: KinetoFile | None,
+    cols: TraceColumns,
+    args: ArgColumns,
+    warnings: list[str],
+) -> Decoded:
+    """The decoded file with what its header says about the run."""
     is_kineto = header is not None and (
         header.deviceProperties is not None or header.distributedInfo is not None
     )
