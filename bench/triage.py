@@ -52,7 +52,7 @@ def build(store: Path, events: int) -> int:
 
 def measure(store: Path) -> dict[str, object]:
     """One triage in this process: seconds, peak RSS, and what it found."""
-    from workbench.triage import heap
+    from workbench.store import heap
 
     heap.one_arena()  # as `workbench triage` does, before the imports that start threads
     from workbench.triage.triage import triage

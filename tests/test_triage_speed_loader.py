@@ -23,8 +23,8 @@ from accel.primary_metric import primary_metric
 from accel.profiles import get_profile
 from accel.stages import MEM_TIERS, STAGES
 from workbench.errors import WorkbenchError
-from workbench.store import arrays, db, layout, op_columns, op_table
-from workbench.triage import heap, retuning
+from workbench.store import arrays, db, heap, layout, op_columns, op_table
+from workbench.triage import retuning
 from workbench.triage.warmup import warmup_of
 
 
@@ -241,7 +241,7 @@ def test_reused_heap_hands_memory_back_only_when_asked(
 
 _ARENAS = """
 import sys, threading
-from workbench.triage import heap
+from workbench.store import heap
 if sys.argv[1] == "one":
     heap.one_arena()
 import ctypes

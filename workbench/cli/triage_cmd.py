@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         return _candidates(args)
     if args.lens:
         return _lens(args)
-    from workbench.triage import heap
+    from workbench.store import heap
 
     heap.one_arena()  # first: the imports below start threads
     from accel.localize import TriggerPolicy

@@ -29,7 +29,7 @@ from accel.ops import RunArrays
 from accel.primary_metric import primary_metric
 from accel.profiles import HardwareProfile, get_profile, match_profile
 from workbench.errors import WorkbenchError
-from workbench.store import db
+from workbench.store import db, heap
 from workbench.store.arrays import (
     compiled_shapes,
     has_op_table,
@@ -38,7 +38,7 @@ from workbench.store.arrays import (
     verify_present,
 )
 from workbench.store.layout import check_run_id, read_run_row
-from workbench.triage import evidence, graph_break, heap, pairing, retuning
+from workbench.triage import evidence, graph_break, pairing, retuning
 from workbench.triage.evidence import EvidenceTable, Interval, StageRow
 from workbench.triage.hardware_pair import check_enough_requests
 from workbench.triage.triage_claims import Claim, jsonable, pair_claims

@@ -20,8 +20,8 @@ from workbench.store.chrome_trace import (
     split_events,
     utf16_encoding,
 )
-from workbench.store.importers import Decoded, Opened
 from workbench.store.importers.devices import device_meta
+from workbench.store.importers.protocol import Decoded, Opened
 from workbench.store.kineto import (
     ArgColumns,
     KinetoFile,

@@ -17,9 +17,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+import workbench.store.importers.nsys_arrow as nsys_arrow
 from workbench.errors import WorkbenchError
 from workbench.store.chrome_trace import TraceColumns
-from workbench.store.importers import Decoded, Opened, nsys_arrow
 from workbench.store.importers.columns import span_columns
 from workbench.store.importers.nsys_schema import (
     KERNEL,
@@ -42,6 +42,7 @@ from workbench.store.importers.nsys_tables import (
     nvtx_rows,
     runtime_rows,
 )
+from workbench.store.importers.protocol import Decoded, Opened
 from workbench.store.kineto import ArgColumns
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.run_row import file_sha
