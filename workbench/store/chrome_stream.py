@@ -28,12 +28,12 @@ from workbench.store.chrome_trace import (
     GZIP_MAGIC,
     NO_EVENTS,
     H,
-    TraceEvent,
     _decode_between,
     _fails_at_cut,
     inflated_limit,
     utf16_encoding,
 )
+from workbench.store.trace_columns import TraceEvent
 
 READ_BLOCK = 4 << 20
 # Blocks read ahead of the decoder: bounds what the reader thread holds.

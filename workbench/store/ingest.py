@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 
 from workbench.errors import WorkbenchError
 from workbench.store import schema
-from workbench.store.chrome_trace import TraceColumns
 from workbench.store.compile_log import compile_log_sha, load_compile_log
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import workload
@@ -37,6 +36,7 @@ from workbench.store.report import ImportReport
 from workbench.store.request_pattern import compile_pattern
 from workbench.store.rules import DEFAULT_RULES, Rules, load_rules
 from workbench.store.run_row import existing_matches, fingerprint, run_row
+from workbench.store.trace_columns import TraceColumns
 from workbench.store.trace_import import attribute
 
 PARQUET_MAGIC = b"PAR1"

@@ -13,7 +13,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workbench.store.chrome_trace import NO_ARGS, NO_EVENTS, TraceColumns
+from workbench.store.chrome_trace import NO_EVENTS
+from workbench.store.trace_columns import NO_ARGS, TraceColumns
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]

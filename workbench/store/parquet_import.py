@@ -17,7 +17,6 @@ from accel.stages import STAGES
 from workbench.errors import WorkbenchError
 from workbench.store import schema
 from workbench.store.attribution import Requests, assign, exclusive_times, find_requests
-from workbench.store.chrome_trace import thread_key
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import step_facts
 from workbench.store.integrity import verify_run
@@ -42,6 +41,7 @@ from workbench.store.run_row import (
     fingerprint,
     run_row,
 )
+from workbench.store.trace_columns import thread_key
 from workbench.store.trace_import import request_rows, unattributed
 
 REQUIRED = ("run_id", "category", "name", "ts_us", "dur_us")

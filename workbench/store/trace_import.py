@@ -22,7 +22,6 @@ from workbench.store.attribution import (
     shape_keys,
 )
 from workbench.store.batch_mates import batch_mates
-from workbench.store.chrome_trace import TraceColumns
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import StepFacts, step_facts
 from workbench.store.kineto import (
@@ -35,6 +34,7 @@ from workbench.store.kineto import (
 from workbench.store.nesting import enclosing
 from workbench.store.rules import Rules, distinct_pairs, pair_mask, stage_codes
 from workbench.store.torch_compile import mark_compiles, mark_fallback
+from workbench.store.trace_columns import TraceColumns
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]

@@ -9,8 +9,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from workbench.store.chrome_trace import Flows, TraceColumns, thread_key
 from workbench.store.kineto import ArgColumns
+from workbench.store.trace_columns import Flows, TraceColumns, thread_key
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]

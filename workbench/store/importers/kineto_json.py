@@ -11,15 +11,7 @@ from typing import cast
 
 from workbench.errors import WorkbenchError
 from workbench.store.chrome_stream import EventStream, Fallback
-from workbench.store.chrome_trace import (
-    GZIP_MAGIC,
-    ColumnBuilder,
-    TraceColumns,
-    TraceEvent,
-    read_source,
-    split_events,
-    utf16_encoding,
-)
+from workbench.store.chrome_trace import GZIP_MAGIC, read_source, split_events, utf16_encoding
 from workbench.store.importers.devices import device_meta
 from workbench.store.importers.protocol import Decoded, Opened
 from workbench.store.kineto import (
@@ -31,6 +23,7 @@ from workbench.store.kineto import (
 )
 from workbench.store.progress import ImportCancelled, IngestProgress, ProgressFn, check_cancel
 from workbench.store.run_row import file_sha
+from workbench.store.trace_columns import ColumnBuilder, TraceColumns, TraceEvent
 
 
 def _text_head(head: bytes) -> bytes:

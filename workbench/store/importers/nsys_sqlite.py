@@ -19,7 +19,6 @@ import pyarrow as pa
 
 import workbench.store.importers.nsys_arrow as nsys_arrow
 from workbench.errors import WorkbenchError
-from workbench.store.chrome_trace import TraceColumns
 from workbench.store.importers.columns import span_columns
 from workbench.store.importers.nsys_schema import (
     KERNEL,
@@ -46,6 +45,7 @@ from workbench.store.importers.protocol import Decoded, Opened
 from workbench.store.kineto import ArgColumns
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.run_row import file_sha
+from workbench.store.trace_columns import TraceColumns
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

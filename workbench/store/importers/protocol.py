@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from workbench.store.chrome_trace import TraceColumns
 from workbench.store.kineto import ArgColumns
 from workbench.store.progress import ProgressFn
+from workbench.store.trace_columns import TraceColumns
 
 HEAD_BYTES = 4096
 
