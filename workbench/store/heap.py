@@ -98,8 +98,8 @@ def reused_heap(release: bool = True) -> Iterator[None]:
                 if libc is not None:
                     libc.mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
                     libc.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM_THRESHOLD)
-                    if release:
-                        libc.malloc_trim(0)
+                if release:
+                    release_freed()
 
 
 def release_freed() -> None:
