@@ -58,13 +58,20 @@ class Seq:
 
 
 @dataclass
+class Raw:
+    """A value already encoded (a row group kept as bytes until the footer is written)."""
+
+    data: bytes
+
+
+@dataclass
 class Map:
     ktype: int
     vtype: int
     items: list[tuple[Value, Value]]
 
 
-Value = Union[int, float, bool, bytes, Struct, Seq, Map]  # noqa: UP007 - names defined above
+Value = Union[int, float, bool, bytes, Struct, Seq, Map, Raw]  # noqa: UP007 - names defined above
 
 
 class _Reader:
@@ -150,7 +157,9 @@ class _Writer:
         self.varint((n << 1) ^ (n >> 63))
 
     def value(self, ctype: int, v: Value) -> None:
-        if ctype in (_TRUE, _FALSE):
+        if isinstance(v, Raw):
+            self.out += v.data
+        elif ctype in (_TRUE, _FALSE):
             self.out.append(_TRUE if v else _FALSE)
         elif ctype == _BYTE:
             assert isinstance(v, int)
@@ -244,7 +253,8 @@ class SplicedWriter:
         self._pos = len(MAGIC)
         self._first: Struct | None = None
         self._schema = b""
-        self._groups: list[Struct] = []
+        # Each row group re-encoded as it comes: the writer's memory stays a few bytes a file.
+        self._groups: list[Value] = []
         self._rows = 0
 
     def append(self, data: bytes) -> None:
@@ -261,6 +271,9 @@ class SplicedWriter:
         by = self._pos - len(MAGIC)  # where this file's byte 4 lands
         for rg in _row_groups(meta):
             _shift(rg, frozenset({_RG_FILE_OFFSET}), by)
+            ordinal = rg.get(_RG_ORDINAL)
+            if ordinal is not None:
+                ordinal.value = len(self._groups)
             cols = rg.get(_RG_COLUMNS)
             assert cols is not None and isinstance(cols.value, Seq)
             for cc in cols.value.items:
@@ -274,7 +287,9 @@ class SplicedWriter:
                 if cmd is not None:
                     assert isinstance(cmd.value, Struct)
                     _shift(cmd.value, _CMD_OFFSETS, by)
-            self._groups.append(rg)
+            w = _Writer()
+            w.struct(rg)
+            self._groups.append(Raw(bytes(w.out)))
         num_rows = meta.get(_FMD_NUM_ROWS)
         assert num_rows is not None and isinstance(num_rows.value, int)
         self._rows += num_rows.value
@@ -286,10 +301,6 @@ class SplicedWriter:
         if self._first is None:
             self._fh.close()
             raise ValueError(f"{self.path}: no Parquet file was appended")
-        for i, rg in enumerate(self._groups):
-            ordinal = rg.get(_RG_ORDINAL)
-            if ordinal is not None:
-                ordinal.value = i
         fields = []
         for f in self._first.fields:
             if f.fid == _FMD_NUM_ROWS:
