@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Final
 
 import numpy as np
@@ -25,6 +26,7 @@ REGRESSION: Final[str] = "regression"
 NO_REGRESSION: Final[str] = "no regression"
 INCONCLUSIVE: Final[str] = "inconclusive"
 OUTCOMES: Final[tuple[str, ...]] = (REGRESSION, NO_REGRESSION, INCONCLUSIVE)
+_POWER: Final[float] = 0.8  # "more requests" estimates aim at this chance of confirming a gap
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,19 @@ def _fired(tg: TailGaps, limit: dict[str, float]) -> list[str]:
     return [n for n in QNAMES if tg.ci[n][0] > 0 and tg.gap[n] > limit[n]]
 
 
+def _more_requests(tg: TailGaps, q: str, n: int, alpha: float) -> str:
+    """Requests a run needs for the interval at q to clear zero at this gap 4 times in 5, were
+    its width to shrink as 1/sqrt(n) (the usual power calculation)."""
+    lo, hi = tg.ci[q]
+    half, gap = (hi - lo) / 2.0, tg.gap[q]
+    if not (math.isfinite(half) and half > 0 and gap > 0):
+        return "more requests needed"
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    se = half / z
+    need = n * ((z + NormalDist().inv_cdf(_POWER)) * se / gap) ** 2
+    return f"about {math.ceil(need / 10.0) * 10:.0f} requests a run would confirm a gap this size"
+
+
 def decide(
     lf: F64,
     lc: F64,
@@ -133,6 +148,17 @@ def decide(
         for q in QNAMES
     )
     if not fired:
+        # A gap past the threshold whose interval still includes zero is not "no regression":
+        # the best estimate is a regression the requests at hand cannot confirm.
+        unsure = [q for q in QNAMES if tg.gap[q] > limit[q]]
+        if unsure:
+            q = unsure[0]
+            return make(
+                INCONCLUSIVE,
+                f"too few requests to tell: the {q} gap is above the practical threshold but "
+                f"its interval includes zero ({_more_requests(tg, q, n, policy.alpha)}); "
+                f"{gap_text}",
+            )
         why = (
             "intervals include zero"
             if all(tg.ci[q][0] <= 0 for q in QNAMES)
