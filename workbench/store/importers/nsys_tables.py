@@ -69,6 +69,15 @@ def _nulls(n: int, type_: pa.DataType) -> pa.ChunkedArray:
     return pa.chunked_array([pa.nulls(n, type_)])
 
 
+def _host_only(n: int) -> dict[str, pa.ChunkedArray]:
+    """The device-side columns of rows recorded on host threads: none of them applies."""
+    return {
+        "stream": _nulls(n, pa.int32()),
+        "device": _nulls(n, pa.int32()),
+        "nbytes": _nulls(n, pa.float64()),
+    }
+
+
 def _ids(table: pa.Table, col: str) -> tuple[I64, B1]:
     """An id column as int64 numpy (nulls as 0) and where it is valid."""
     arr = _col(table, col)
@@ -144,10 +153,8 @@ def runtime_rows(table: pa.Table, strings: Strings, runtime_cat: int, driver_cat
         tid=_col(table, "tid"),
         process=pid,
         correlation=_col(table, "correlation"),
-        stream=_nulls(n, pa.int32()),
-        device=_nulls(n, pa.int32()),
-        nbytes=_nulls(n, pa.float64()),
         text=_nulls(n, pa.string()),
+        **_host_only(n),
     )
 
 
@@ -201,8 +208,6 @@ def nvtx_rows(table: pa.Table, conn: sqlite3.Connection, strings: Strings, categ
         tid=_col(table, "tid"),
         process=pid,
         correlation=_nulls(n, pa.int64()),
-        stream=_nulls(n, pa.int32()),
-        device=_nulls(n, pa.int32()),
-        nbytes=_nulls(n, pa.float64()),
         text=pa.chunked_array([args]),
+        **_host_only(n),
     )
