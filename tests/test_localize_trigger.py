@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from accel.block_bootstrap import block_bootstrap_quantile_diff, block_length
@@ -11,6 +13,7 @@ from accel.localize.trigger import (
     REGRESSION,
     TriggerPolicy,
     decide,
+    gap_outcome,
     thresholds,
 )
 from accel.stats import bootstrap_quantile_diff
@@ -118,3 +121,18 @@ def test_a_gap_past_the_threshold_with_an_interval_through_zero_is_inconclusive(
         for s in range(6)
     )  # fmt: skip
     assert confirmed >= 4
+
+
+def test_one_rule_for_a_tail_gap_in_pairs_and_fleets() -> None:
+    from workbench.triage.evidence import Interval
+    from workbench.triage.fleet import _verdict
+
+    assert gap_outcome(120.0, 10.0, 100.0) == REGRESSION
+    assert gap_outcome(120.0, -10.0, 100.0) == INCONCLUSIVE  # past the threshold, not shown
+    assert gap_outcome(80.0, 10.0, 100.0) == NO_REGRESSION  # shown, too small to matter
+    assert gap_outcome(math.nan, 10.0, 100.0) == NO_REGRESSION
+    # The fleet's pooled p99 (threshold 5% of the comparator's p99) reads the same way.
+    for value, lo, want in ((120.0, 10.0, REGRESSION), (120.0, -10.0, INCONCLUSIVE),
+                            (30.0, -10.0, NO_REGRESSION)):  # fmt: skip
+        assert _verdict(Interval(value, lo, value + 50.0), 2000.0, 500, 500) == want
+    assert _verdict(Interval(500.0, 400.0, 600.0), 2000.0, 99, 500) == INCONCLUSIVE  # n < 100

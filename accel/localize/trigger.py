@@ -5,8 +5,9 @@ AND the gap exceeds a practical threshold (default: a share of the comparator's 
 an SLO: a share of the SLO, when larger). The interval is a moving-block bootstrap whose block
 length comes from each run's own autocorrelation, and the comparator is checked against itself
 (its first half against its second by the same rule): both calibrations come from the data at
-hand. Outcomes: "regression", "no regression" or "inconclusive", each with its reason; the
-intervals reported are the ones the decision used.
+hand. A gap past the threshold whose interval includes zero is "inconclusive" (too few requests
+to tell, with how many would), not "no regression". Outcomes: "regression", "no regression" or
+"inconclusive", each with its reason; the intervals reported are the ones the decision used.
 """
 
 from __future__ import annotations
@@ -98,8 +99,17 @@ def thresholds(lc: F64, policy: TriggerPolicy) -> tuple[dict[str, float], str]:
     return out, basis
 
 
+def gap_outcome(gap: float, lo: float, limit: float) -> str:
+    """One tail gap against its practical threshold: a regression when the gap passes it and
+    its interval excludes zero; inconclusive when it passes it but the interval includes zero
+    (the estimate says regression, the requests cannot confirm it); else no regression."""
+    if not gap > limit:
+        return NO_REGRESSION
+    return REGRESSION if lo > 0 else INCONCLUSIVE
+
+
 def _fired(tg: TailGaps, limit: dict[str, float]) -> list[str]:
-    return [n for n in QNAMES if tg.ci[n][0] > 0 and tg.gap[n] > limit[n]]
+    return [n for n in QNAMES if gap_outcome(tg.gap[n], tg.ci[n][0], limit[n]) == REGRESSION]
 
 
 def _more_requests(tg: TailGaps, q: str, n: int, alpha: float) -> str:
@@ -150,7 +160,9 @@ def decide(
     if not fired:
         # A gap past the threshold whose interval still includes zero is not "no regression":
         # the best estimate is a regression the requests at hand cannot confirm.
-        unsure = [q for q in QNAMES if tg.gap[q] > limit[q]]
+        unsure = [
+            q for q in QNAMES if gap_outcome(tg.gap[q], tg.ci[q][0], limit[q]) != NO_REGRESSION
+        ]
         if unsure:
             q = unsure[0]
             return make(
