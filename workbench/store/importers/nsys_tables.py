@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from workbench.store import null_arrays
 from workbench.store.importers.nsys_schema import Strings
 from workbench.store.query_files import load_query
 
@@ -66,7 +67,7 @@ def _col(table: pa.Table, col: str, type_: pa.DataType = INT64) -> pa.ChunkedArr
 
 
 def _nulls(n: int, type_: pa.DataType) -> pa.ChunkedArray:
-    return pa.chunked_array([pa.nulls(n, type_)])
+    return pa.chunked_array([null_arrays.nulls(n, type_)])
 
 
 def _host_only(n: int) -> dict[str, pa.ChunkedArray]:
@@ -192,7 +193,7 @@ def nvtx_rows(table: pa.Table, conn: sqlite3.Connection, strings: Strings, categ
         )
         if d is not None and t
     }
-    args = pa.nulls(n, pa.string())
+    args = null_arrays.nulls(n, pa.string())
     if domains and n:
         dom = table.column("domain_id").combine_chunks().cast(pa.int64())
         ids = pa.array(sorted(domains), pa.int64())
