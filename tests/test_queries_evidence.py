@@ -258,3 +258,26 @@ def test_fallback_recompile_rates_count_what_the_events_hold(where: str, tmp_pat
         assert r["requests_with_recompile"] == len({x for x in rc if x is not None})
         flagged_any += len(fb) + len(rc)
     assert flagged_any > 0  # the store exercises the distinct counts
+
+
+def test_compile_rows_fetched_once_serve_warmup_shapes_and_evidence(con) -> None:  # type: ignore[no-untyped-def]
+    from workbench.store.arrays import compile_rows, compiled_shapes
+    from workbench.triage.warmup import warmup_of
+
+    fetched = compile_rows(con, "failing")
+    assert fetched.phases.num_rows > 0  # the store's failing run recompiles
+    assert warmup_of(con, "failing", fetched=fetched) == warmup_of(con, "failing")
+    assert compiled_shapes(con, "failing", fetched) == compiled_shapes(con, "failing")
+    given = evidence.EvidenceTable("compile_phases", fetched.params, fetched.phases)
+    tables = evidence.pair_tables(con, "failing", "comparator", names=["compile_phases"])
+    reused = evidence.pair_tables(
+        con, "failing", "comparator", names=["compile_phases"], given=(given,)
+    )
+    assert reused["compile_phases"] is given  # not run again
+    assert tables["compile_phases"].table.equals(given.table)
+    assert tables["compile_phases"].parameters == given.parameters
+    # A table of other parameters is refused, not passed off as this pair's.
+    other = evidence.EvidenceTable("compile_phases", compile_rows(con, "comparator").params,
+                                   fetched.phases)  # fmt: skip
+    with pytest.raises(ValueError, match="compile_phases was given with"):
+        evidence.pair_tables(con, "failing", "comparator", names=["compile_phases"], given=(other,))

@@ -5,14 +5,16 @@ AND the gap exceeds a practical threshold (default: a share of the comparator's 
 an SLO: a share of the SLO, when larger). The interval is a moving-block bootstrap whose block
 length comes from each run's own autocorrelation, and the comparator is checked against itself
 (its first half against its second by the same rule): both calibrations come from the data at
-hand. Outcomes: "regression", "no regression" or "inconclusive", each with its reason; the
-intervals reported are the ones the decision used.
+hand. A gap past the threshold whose interval includes zero is "inconclusive" (too few requests
+to tell, with how many would), not "no regression". Outcomes: "regression", "no regression" or
+"inconclusive", each with its reason; the intervals reported are the ones the decision used.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Final
 
 import numpy as np
@@ -25,6 +27,7 @@ REGRESSION: Final[str] = "regression"
 NO_REGRESSION: Final[str] = "no regression"
 INCONCLUSIVE: Final[str] = "inconclusive"
 OUTCOMES: Final[tuple[str, ...]] = (REGRESSION, NO_REGRESSION, INCONCLUSIVE)
+_POWER: Final[float] = 0.8  # "more requests" estimates aim at this chance of confirming a gap
 
 
 @dataclass(frozen=True)
@@ -96,8 +99,30 @@ def thresholds(lc: F64, policy: TriggerPolicy) -> tuple[dict[str, float], str]:
     return out, basis
 
 
+def gap_outcome(gap: float, lo: float, limit: float) -> str:
+    """One tail gap against its practical threshold: a regression when the gap passes it and
+    its interval excludes zero; inconclusive when it passes it but the interval includes zero
+    (the estimate says regression, the requests cannot confirm it); else no regression."""
+    if not gap > limit:
+        return NO_REGRESSION
+    return REGRESSION if lo > 0 else INCONCLUSIVE
+
+
 def _fired(tg: TailGaps, limit: dict[str, float]) -> list[str]:
-    return [n for n in QNAMES if tg.ci[n][0] > 0 and tg.gap[n] > limit[n]]
+    return [n for n in QNAMES if gap_outcome(tg.gap[n], tg.ci[n][0], limit[n]) == REGRESSION]
+
+
+def _more_requests(tg: TailGaps, q: str, n: int, alpha: float) -> str:
+    """Requests a run needs for the interval at q to clear zero at this gap 4 times in 5, were
+    its width to shrink as 1/sqrt(n) (the usual power calculation)."""
+    lo, hi = tg.ci[q]
+    half, gap = (hi - lo) / 2.0, tg.gap[q]
+    if not (math.isfinite(half) and half > 0 and gap > 0):
+        return "more requests needed"
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    se = half / z
+    need = n * ((z + NormalDist().inv_cdf(_POWER)) * se / gap) ** 2
+    return f"about {math.ceil(need / 10.0) * 10:.0f} requests a run would confirm a gap this size"
 
 
 def decide(
@@ -133,6 +158,19 @@ def decide(
         for q in QNAMES
     )
     if not fired:
+        # A gap past the threshold whose interval still includes zero is not "no regression":
+        # the best estimate is a regression the requests at hand cannot confirm.
+        unsure = [
+            q for q in QNAMES if gap_outcome(tg.gap[q], tg.ci[q][0], limit[q]) != NO_REGRESSION
+        ]
+        if unsure:
+            q = unsure[0]
+            return make(
+                INCONCLUSIVE,
+                f"too few requests to tell: the {q} gap is above the practical threshold but "
+                f"its interval includes zero ({_more_requests(tg, q, n, policy.alpha)}); "
+                f"{gap_text}",
+            )
         why = (
             "intervals include zero"
             if all(tg.ci[q][0] <= 0 for q in QNAMES)

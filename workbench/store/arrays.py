@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,29 @@ def run_exists(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     return run_presence(con, run_id)[0]
 
 
-def compiled_shapes(con: duckdb.DuckDBPyConnection, run_id: str) -> frozenset[str]:
-    """Shape keys compiled ahead of serving: those of warm-up requests and warm-up compiles."""
+@dataclass(frozen=True)
+class CompileRows:
+    """One run's compile_phases and warmup_requests results (same parameters), fetched once
+    for everything a triage reads from them: warm-up split, compiled shapes, evidence."""
+
+    params: dict[str, Any]
+    phases: pa.Table
+    named: pa.Table
+
+
+def compile_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> CompileRows:
     params = {"run_id": run_id, "warmup_name": WARMUP_NAME}
-    phases = db.query(con, "compile_phases", params).to_pylist()
-    return compiled_shape_keys(phases, db.query(con, "warmup_requests", params).to_pylist())
+    return CompileRows(
+        params, db.query(con, "compile_phases", params), db.query(con, "warmup_requests", params)
+    )
+
+
+def compiled_shapes(
+    con: duckdb.DuckDBPyConnection, run_id: str, rows: CompileRows | None = None
+) -> frozenset[str]:
+    """Shape keys compiled ahead of serving: those of warm-up requests and warm-up compiles."""
+    rows = rows or compile_rows(con, run_id)
+    return compiled_shape_keys(rows.phases.to_pylist(), rows.named.to_pylist())
 
 
 def compiled_shape_keys(

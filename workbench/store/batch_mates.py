@@ -35,12 +35,12 @@ def shared_executions(lane: I64, ts: F64, dur: F64, request: I64) -> tuple[I64, 
     """(group, request) pairs: events that coincide (same lane, start and duration) numbered as
     one group, for every group whose events belong to more than one request."""
     sub = np.lexsort((request, dur, lane, ts))
+    same = np.ones(max(sub.size - 1, 0), dtype=bool)  # as the row before, in every key column
+    for col in (ts, lane, dur):
+        v = col[sub]  # one gather per column
+        same &= v[1:] == v[:-1]
     key_new = np.ones(sub.size, dtype=bool)
-    key_new[1:] = (
-        (ts[sub][1:] != ts[sub][:-1])
-        | (lane[sub][1:] != lane[sub][:-1])
-        | (dur[sub][1:] != dur[sub][:-1])
-    )
+    key_new[1:] = ~same
     group = np.cumsum(key_new) - 1
     req = request[sub]
     # Groups with two or more distinct requests (requests are sorted within a group).

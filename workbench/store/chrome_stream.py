@@ -23,13 +23,13 @@ import msgspec
 
 from workbench.store import chrome_trace
 from workbench.store.chrome_trace import (
-    _DECODER,
-    _EVENT_END,
+    EVENT_END,
+    EVENTS_DECODER,
     GZIP_MAGIC,
     NO_EVENTS,
     H,
-    _decode_between,
-    _fails_at_cut,
+    decode_between,
+    fails_at_cut,
     inflated_limit,
     utf16_encoding,
 )
@@ -218,24 +218,24 @@ class EventStream:
             chunk = chrome_trace.DECODE_CHUNK
             while len(self.buf) <= pos + chunk and self._more():
                 pass
-            m = self._search(_EVENT_END, pos + chunk) if len(self.buf) > pos + chunk else None
+            m = self._search(EVENT_END, pos + chunk) if len(self.buf) > pos + chunk else None
             if m is None:
                 yield self._last(head, pos, file_type), self.offset + len(self.buf)
                 return
             while True:
                 cut = m.start() + 1
                 try:
-                    events = _decode_between(self.buf, pos, cut)
+                    events = decode_between(self.buf, pos, cut)
                     break
                 except msgspec.DecodeError as exc:
                     if _TRAILING.search(str(exc)):  # the cut fell past the array's close
                         m = None
                         break
-                    if not _fails_at_cut(exc, cut - pos + 2):
+                    if not fails_at_cut(exc, cut - pos + 2):
                         raise Fallback(str(exc)) from exc
                 except (msgspec.MsgspecError, RecursionError) as exc:
                     raise Fallback(str(exc)) from exc
-                m = self._search(_EVENT_END, m.end())
+                m = self._search(EVENT_END, m.end())
                 if m is None:  # the chunk runs to the array's close, as the whole-text cut
                     break
             if m is None:
@@ -244,7 +244,7 @@ class EventStream:
             nxt = m.end()
             yield events, self.offset + nxt
             del events
-            # Keep the byte before the next event: _decode_between brackets the chunk in place.
+            # Keep the byte before the next event: decode_between brackets the chunk in place.
             self.offset += nxt - 1
             self.buf = self.buf[nxt - 1 :]
             pos = 1
@@ -263,7 +263,7 @@ class EventStream:
         # The events decode as one array followed by the rest of the object: the decoder names
         # the byte where that rest starts, and the array's close is the "]" before it.
         try:
-            _DECODER.decode(b"[" + rest)
+            EVENTS_DECODER.decode(b"[" + rest)
             raise Fallback("the object does not go on after the event array")
         except msgspec.DecodeError as exc:
             at = _TRAILING.search(str(exc))
@@ -287,6 +287,6 @@ class EventStream:
 
     def _decode_last(self, body: bytes) -> list[TraceEvent]:
         try:
-            return _DECODER.decode(b"[" + body + b"]")
+            return EVENTS_DECODER.decode(b"[" + body + b"]")
         except (msgspec.MsgspecError, RecursionError) as exc:
             raise Fallback(str(exc)) from exc

@@ -165,7 +165,7 @@ def _json_problem(exc: msgspec.MsgspecError) -> str:
 
 # Between two events: "}" then "," (then the next "{"). A match inside a string or a nested
 # object makes one side invalid JSON, which the decoder reports; the chunk then grows.
-_EVENT_END = re.compile(rb"\}\s*,")
+EVENT_END = re.compile(rb"\}\s*,")
 _SALVAGE_TRIES = 8
 
 
@@ -225,7 +225,7 @@ def split_events(
     raise WorkbenchError(subject, "not a Chrome trace: expected a JSON object or array")
 
 
-_DECODER = msgspec.json.Decoder(list[TraceEvent])
+EVENTS_DECODER = msgspec.json.Decoder(list[TraceEvent])
 TOO_DEEP = "JSON nested too deeply (event args nested past the decoder's depth limit)"
 
 
@@ -235,19 +235,19 @@ def _chunks(
     """Decode data[pos:end] (the inside of the event array) a few MB at a time."""
     while pos < end:
         target = pos + DECODE_CHUNK
-        m = _EVENT_END.search(data, target, end) if target < end else None
+        m = EVENT_END.search(data, target, end) if target < end else None
         while True:
             cut, nxt = (m.start() + 1, m.end()) if m else (end, end)
             try:
-                events = _decode_between(data, pos, cut)
+                events = decode_between(data, pos, cut)
                 break
             except RecursionError:
                 raise WorkbenchError(subject, TOO_DEEP) from None
             except msgspec.ValidationError as exc:
                 raise WorkbenchError(subject, _json_problem(exc)) from exc
             except msgspec.DecodeError as exc:
-                if m is not None and _fails_at_cut(exc, cut - pos + 2):
-                    m = _EVENT_END.search(data, m.end(), end)
+                if m is not None and fails_at_cut(exc, cut - pos + 2):
+                    m = EVENT_END.search(data, m.end(), end)
                     continue
                 if m is not None:  # damaged before the cut: growing the chunk cannot help
                     raise WorkbenchError(subject, _json_problem(exc)) from exc
@@ -263,7 +263,7 @@ def _chunks(
 _AT_BYTE = re.compile(r"\(byte (\d+)\)")
 
 
-def _fails_at_cut(exc: msgspec.DecodeError, body_len: int) -> bool:
+def fails_at_cut(exc: msgspec.DecodeError, body_len: int) -> bool:
     """True when a chunk failed only because the cut fell inside an event (string or nest)."""
     msg = str(exc)
     if "truncated" in msg:
@@ -272,7 +272,7 @@ def _fails_at_cut(exc: msgspec.DecodeError, body_len: int) -> bool:
     return m is None or int(m.group(1)) >= body_len - 1
 
 
-def _decode_between(data: Buffer, pos: int, cut: int) -> list[TraceEvent]:
+def decode_between(data: Buffer, pos: int, cut: int) -> list[TraceEvent]:
     """Decode data[pos:cut] as a JSON array.
 
     In a bytearray the byte before pos (the "[" or a ",") and the byte at cut (a separator
@@ -280,12 +280,12 @@ def _decode_between(data: Buffer, pos: int, cut: int) -> list[TraceEvent]:
     copying it; the Raw args of the events point outside those two bytes.
     """
     if not isinstance(data, bytearray) or pos < 1 or cut >= len(data):
-        return _DECODER.decode(b"[" + bytes(data[pos:cut]) + b"]")
+        return EVENTS_DECODER.decode(b"[" + bytes(data[pos:cut]) + b"]")
     before, after = data[pos - 1], data[cut]
     data[pos - 1], data[cut] = 0x5B, 0x5D
     try:
         with memoryview(data) as view:
-            return _DECODER.decode(view[pos - 1 : cut + 1])
+            return EVENTS_DECODER.decode(view[pos - 1 : cut + 1])
     finally:
         data[pos - 1], data[cut] = before, after
 
@@ -294,7 +294,7 @@ def _salvage(data: Buffer, pos: int, end: int, subject: str) -> list[TraceEvent]
     """The events of a cut-off array's last chunk: close it after the last complete event."""
     body = bytes(data[pos:end]).rstrip()
     try:
-        _DECODER.decode(b"[" + body)
+        EVENTS_DECODER.decode(b"[" + body)
     except msgspec.DecodeError as exc:
         # A cut-off file is a valid prefix; anything else is damage, not a cut.
         if "truncated" not in str(exc):
@@ -304,11 +304,11 @@ def _salvage(data: Buffer, pos: int, end: int, subject: str) -> list[TraceEvent]
     if body.endswith(b","):
         body = body[:-1]
     candidates = [len(body)] if body.endswith(b"}") else []
-    ends = [m.start() + 1 for m in _EVENT_END.finditer(body, max(0, len(body) - (1 << 20)))]
+    ends = [m.start() + 1 for m in EVENT_END.finditer(body, max(0, len(body) - (1 << 20)))]
     candidates += ends[::-1][:_SALVAGE_TRIES]
     for cut in candidates:
         try:
-            return _DECODER.decode(b"[" + body[:cut] + b"]")
+            return EVENTS_DECODER.decode(b"[" + body[:cut] + b"]")
         except msgspec.DecodeError:
             continue
         except msgspec.ValidationError as exc:

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from workbench.errors import WorkbenchError
-from workbench.store import layout, objstore, schema
+from workbench.store import layout, null_arrays, objstore, schema
 from workbench.store.engine import Engine
 from workbench.store.importers import importer_for
 from workbench.store.ingest import parse_tags
@@ -227,7 +227,9 @@ def _fleet_columns(table: pa.Table, host: str | None, rank: int | None, window: 
         ("window", window, pa.int32()),
     ):
         idx = table.schema.get_field_index(name)
-        col = pa.repeat(pa.scalar(value, typ), n) if value is not None else pa.nulls(n, typ)
+        col = (
+            pa.repeat(pa.scalar(value, typ), n) if value is not None else null_arrays.nulls(n, typ)
+        )
         table = table.set_column(idx, name, col) if idx >= 0 else table.append_column(name, col)
     return table
 

@@ -108,12 +108,14 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
     """Reorder and cast a table to target, adding null columns that it lacks."""
     import pyarrow as pa
 
+    from workbench.store import null_arrays
+
     cols = []
     for field in target:
         if field.name in table.column_names:
             cols.append(table.column(field.name).cast(field.type))
         else:
-            cols.append(pa.nulls(table.num_rows, field.type))
+            cols.append(null_arrays.nulls(table.num_rows, field.type))
     # Key-value metadata of the input (e.g. the importer's options fingerprint) is kept.
     meta = {**(target.metadata or {}), **(table.schema.metadata or {})}
     return pa.Table.from_arrays(cols, schema=target.with_metadata(meta or None))

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from accel.stages import STAGES
 from workbench.errors import WorkbenchError
-from workbench.store import schema
+from workbench.store import null_arrays, schema
 from workbench.store.attribution import Requests, assign, exclusive_times, find_requests
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import step_facts
@@ -261,7 +261,7 @@ def _conform_events(t: pa.Table) -> pa.Table:
         elif f.name == "event_id":
             cols.append(pa.chunked_array([pa.array(np.arange(n, dtype=np.int64))]))
         else:
-            cols.append(pa.chunked_array([pa.nulls(n, f.type)]))
+            cols.append(pa.chunked_array([null_arrays.nulls(n, f.type)]))
     return pa.Table.from_arrays(cols, schema=schema.EVENTS_FILE)
 
 

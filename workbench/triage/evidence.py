@@ -183,8 +183,10 @@ def pair_tables(
     bucket_us: float | None = None,
     names: Sequence[str] | None = None,
     progress: Progress | None = None,
+    given: Sequence[EvidenceTable] = (),
 ) -> dict[str, EvidenceTable]:
-    """The pairwise evidence queries of DESIGN §6 (or those in `names`), by query name."""
+    """The pairwise evidence queries of DESIGN §6 (or those in `names`), by query name;
+    `given`: tables of these queries the caller ran already with the same parameters."""
     pair = {"failing": failing, "comparator": comparator}
     skips = {"skip_failing": list(skip_failing), "skip_comparator": list(skip_comparator)}
     if bucket_us is None and (names is None or "queue_wait_profile" in names):
@@ -203,11 +205,15 @@ def pair_tables(
     ]
     if names is not None:
         specs = [(n, p) for n, p in specs if n in names]
+    have = {t.query: t for t in given}
     out: dict[str, EvidenceTable] = {}
     for i, (name, params) in enumerate(specs):
         if progress:
             progress(f"query {name}", i / len(specs))
-        out[name] = run(con, name, params)
+        known = have.get(name)
+        if known is not None and known.parameters != params:
+            raise ValueError(f"{name} was given with {known.parameters}, expected {params}")
+        out[name] = known or run(con, name, params)
     return out
 
 

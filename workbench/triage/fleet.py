@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from accel import stats
+from accel.localize.trigger import INCONCLUSIVE, gap_outcome
 from workbench.errors import WorkbenchError
 from workbench.store import layout
 from workbench.store.arrays import WARMUP_NAME
@@ -338,16 +339,11 @@ def fleet_view(
 
 
 def _verdict(gap: Interval, comparator_p99: float, n_fail: int, n_comp: int) -> str:
-    """regression when the p99 gap's interval excludes zero and the gap is at least 5% of the
-    comparator's p99; no regression when the interval stays below that; else inconclusive."""
+    """The pair trigger's rule (trigger.gap_outcome) on the pooled p99 gap, with 5% of the
+    comparator's p99 as the practical threshold; inconclusive below 100 requests a cohort."""
     if min(n_fail, n_comp) < 100 or not math.isfinite(gap.lo):
-        return "inconclusive"
-    practical = REGRESSION_SHARE * comparator_p99
-    if gap.lo > 0 and gap.value >= practical:
-        return "regression"
-    if gap.hi < practical:
-        return "no regression"
-    return "inconclusive"
+        return INCONCLUSIVE
+    return gap_outcome(gap.value, gap.lo, REGRESSION_SHARE * comparator_p99)
 
 
 def text_lines(view: FleetView, top: int = 8) -> list[str]:

@@ -31,6 +31,8 @@ from accel.profiles import HardwareProfile, get_profile, match_profile
 from workbench.errors import WorkbenchError
 from workbench.store import db, heap
 from workbench.store.arrays import (
+    CompileRows,
+    compile_rows,
     compiled_shapes,
     has_op_table,
     load_run_arrays,
@@ -259,7 +261,8 @@ def _triage(
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             try:
-                shapes = pool.submit(_shape_buckets, cur, failing)
+                fetched = pool.submit(compile_rows, cur, failing)
+                shapes = pool.submit(_shape_buckets, cur, failing, fetched)
                 lane = pool.submit(_comparator, cur, comparator, hw, metric_done)
                 with duck:
                     warnings = pairing.pair_warnings(
@@ -274,12 +277,14 @@ def _triage(
                     if pol.sla_us is None:
                         pol = replace(pol, sla_us=_sla(con, comparator))
                     step("warm-up", 0.1)
-                    warm_f = warmup_of(con, failing)
+                    warm_f = warmup_of(con, failing, fetched=fetched.result())
                     step("primary metric, retuning and replay", 0.15)
                     # Steady state only: warm-up requests are not a regression (not even loaded).
                     steady_f = _load(con, failing, warm_f)
                 swap = pool.submit(_swap_inputs, metric_done, steady_f, lane)
-                found = pool.submit(_evidence, cur, duck, failing, comparator, warm_f, lane)
+                found = pool.submit(
+                    _evidence, cur, duck, failing, comparator, warm_f, fetched.result(), lane
+                )
                 op_cost = op_times(steady_f.ops, hw)
                 pm_rows = _metric_rows("failing", steady_f, warm_f, hw, op_cost)
                 metric_done.set()
@@ -438,13 +443,15 @@ def _release_duckdb_memory(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("RESET memory_limit")
 
 
-def _shape_buckets(con: duckdb.DuckDBPyConnection, failing: str) -> tuple[dict[str, Any], pa.Table]:
+def _shape_buckets(
+    con: duckdb.DuckDBPyConnection, failing: str, fetched: Future[CompileRows]
+) -> tuple[dict[str, Any], pa.Table]:
     """The failing run's shape buckets (seen at compile time or not) and their parameters."""
-    # compiled_shapes is queried here, not taken from the failing run's load: as the worker's
-    # first task this staggers the two lanes (queued behind the comparator instead, the
-    # comparator's replay meets the failing run's op_times and a 10M-event triage takes
-    # 0.2-0.3 s longer).
-    params = {"run_id": failing, "compiled_shapes": sorted(compiled_shapes(con, failing))}
+    # Run here, not after the failing run's load: as the worker's first tasks this staggers
+    # the two lanes (queued behind the comparator instead, the comparator's replay meets the
+    # failing run's op_times and a 10M-event triage takes 0.2-0.3 s longer).
+    shapes = compiled_shapes(con, failing, fetched.result())
+    params = {"run_id": failing, "compiled_shapes": sorted(shapes)}
     return params, db.query(con, "shape_buckets", params)
 
 
@@ -481,6 +488,7 @@ def _evidence(
     failing: str,
     comparator: str,
     warm_f: Warmup,
+    fetched: CompileRows,
     lane: Future[tuple[Warmup, RunArrays, Replayed]],
 ) -> tuple[dict[str, EvidenceTable], list[StageRow], StageRow, evidence.ShapeDrift]:
     """The evidence tables, stage rows (steady and end-to-end with warm-up) and shape drift;
@@ -493,6 +501,7 @@ def _evidence(
         names=evidence.TRIAGE_QUERIES,
         skip_failing=skip_f,
         skip_comparator=skip_c,
+        given=(EvidenceTable("compile_phases", fetched.params, fetched.phases),),
     )
     samples = evidence.stage_samples(con, failing, comparator)
     tables["stage_samples"] = samples

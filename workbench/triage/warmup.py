@@ -9,7 +9,7 @@ import duckdb
 import numpy as np
 
 from workbench.store import db
-from workbench.store.arrays import WARMUP_NAME, compiled_shape_keys
+from workbench.store.arrays import CompileRows, compile_rows, compiled_shape_keys
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,17 @@ def _busy_period_end(
     return first + 1 + (int(idle[0]) if idle.size else int(waited.size))
 
 
-def warmup_of(con: duckdb.DuckDBPyConnection, run_id: str, *, tol_us: float = 1.0) -> Warmup:
-    """Split run_id's compiles into warm-up and steady state (queries/compile_phases.sql)."""
-    params = {"run_id": run_id, "warmup_name": WARMUP_NAME}
-    rows = db.query(con, "compile_phases", params).to_pylist()
+def warmup_of(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    *,
+    tol_us: float = 1.0,
+    fetched: CompileRows | None = None,
+) -> Warmup:
+    """Split run_id's compiles into warm-up and steady state (queries/compile_phases.sql);
+    `fetched`: compile_rows(con, run_id) when the caller has them."""
+    fetched = fetched or compile_rows(con, run_id)
+    rows = fetched.phases.to_pylist()
     records = [
         CompileRecord(
             compile_id=str(r["compile_id"]),
@@ -95,7 +102,7 @@ def warmup_of(con: duckdb.DuckDBPyConnection, run_id: str, *, tol_us: float = 1.
     ]
     warm = [c for c in records if c.phase == "warmup"]
     steady = [c for c in records if c.phase == "steady"]
-    named = db.query(con, "warmup_requests", params).to_pylist()
+    named = fetched.named.to_pylist()
     seeds = {c.request_id for c in warm if c.request_id} | {r["request_id"] for r in named}
     shapes = compiled_shape_keys(rows, named)
     if not seeds:

@@ -57,6 +57,11 @@ def no_regression_text(doc: dict[str, Any]) -> str:
         if lo is not None and hi is not None
         else ""
     )
+    verdict = doc.get("verdict") or {}
+    if verdict.get("outcome") == "inconclusive":
+        # The first clause of the trigger's reason says why (too few requests, tags differ...).
+        why = str(verdict.get("reason") or "").split(": ")[0]
+        return f"inconclusive{ci}: {why}; pick another comparator on 2 Pair, or t to re-run"
     return (
         f"no stage explains a significant tail gap{ci}: pick another comparator on 2 Pair, "
         "or t to re-run"

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from workbench.store import null_arrays
 from workbench.store.kineto import ArgColumns
 from workbench.store.trace_columns import Flows, TraceColumns, thread_key
 
@@ -72,12 +73,12 @@ def span_columns(
         ),
         external_id=np.zeros(n, np.int64),
         external_id_valid=np.zeros(n, np.bool_),
-        stream=stream if stream is not None else pa.nulls(n, pa.int32()),
-        device=device if device is not None else pa.nulls(n, pa.int32()),
-        shape=pa.nulls(n, pa.string()),
-        nbytes=nbytes if nbytes is not None else pa.nulls(n, pa.float64()),
-        flops=pa.nulls(n, pa.float64()),
-        text=text if text is not None else pa.nulls(n, pa.string()),
+        stream=stream if stream is not None else null_arrays.nulls(n, pa.int32()),
+        device=device if device is not None else null_arrays.nulls(n, pa.int32()),
+        shape=null_arrays.nulls(n, pa.string()),
+        nbytes=nbytes if nbytes is not None else null_arrays.nulls(n, pa.float64()),
+        flops=null_arrays.nulls(n, pa.float64()),
+        text=text if text is not None else null_arrays.nulls(n, pa.string()),
     )
     return cols, args
 

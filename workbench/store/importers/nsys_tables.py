@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from workbench.store import null_arrays
 from workbench.store.importers.nsys_schema import Strings
 from workbench.store.query_files import load_query
 
@@ -66,7 +67,16 @@ def _col(table: pa.Table, col: str, type_: pa.DataType = INT64) -> pa.ChunkedArr
 
 
 def _nulls(n: int, type_: pa.DataType) -> pa.ChunkedArray:
-    return pa.chunked_array([pa.nulls(n, type_)])
+    return pa.chunked_array([null_arrays.nulls(n, type_)])
+
+
+def _host_only(n: int) -> dict[str, pa.ChunkedArray]:
+    """The device-side columns of rows recorded on host threads: none of them applies."""
+    return {
+        "stream": _nulls(n, pa.int32()),
+        "device": _nulls(n, pa.int32()),
+        "nbytes": _nulls(n, pa.float64()),
+    }
 
 
 def _ids(table: pa.Table, col: str) -> tuple[I64, B1]:
@@ -144,10 +154,8 @@ def runtime_rows(table: pa.Table, strings: Strings, runtime_cat: int, driver_cat
         tid=_col(table, "tid"),
         process=pid,
         correlation=_col(table, "correlation"),
-        stream=_nulls(n, pa.int32()),
-        device=_nulls(n, pa.int32()),
-        nbytes=_nulls(n, pa.float64()),
         text=_nulls(n, pa.string()),
+        **_host_only(n),
     )
 
 
@@ -185,7 +193,7 @@ def nvtx_rows(table: pa.Table, conn: sqlite3.Connection, strings: Strings, categ
         )
         if d is not None and t
     }
-    args = pa.nulls(n, pa.string())
+    args = null_arrays.nulls(n, pa.string())
     if domains and n:
         dom = table.column("domain_id").combine_chunks().cast(pa.int64())
         ids = pa.array(sorted(domains), pa.int64())
@@ -201,8 +209,6 @@ def nvtx_rows(table: pa.Table, conn: sqlite3.Connection, strings: Strings, categ
         tid=_col(table, "tid"),
         process=pid,
         correlation=_nulls(n, pa.int64()),
-        stream=_nulls(n, pa.int32()),
-        device=_nulls(n, pa.int32()),
-        nbytes=_nulls(n, pa.float64()),
         text=pa.chunked_array([args]),
+        **_host_only(n),
     )
