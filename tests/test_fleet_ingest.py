@@ -172,6 +172,63 @@ def test_windows_count_captures_of_one_rank(tmp_path: Path) -> None:
     assert _tables(store, "win")["runs"][0]["windows"] == 2
 
 
+@pytest.fixture(scope="module")
+def windows_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """2 hosts x 2 ranks x 3 capture windows, each rank's captures next to each other in path
+    order: with 2 workers a capture is sent while the one before it is still decoding."""
+    d = tmp_path_factory.mktemp("windows")
+    for h in range(2):
+        (d / f"host{h}").mkdir()
+        for r in range(2):
+            for w in range(3):
+                path = d / f"host{h}" / f"host{h}_{r}.{w}.pt.trace.json"
+                write_member(path, Member(f"host{h}", 2 * h + r, "550"), requests=25, ops=2,
+                             seed=w)  # fmt: skip
+    return d
+
+
+def test_windows_and_labels_equal_serial_and_two_workers(
+    windows_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench.store import fleet_ingest
+
+    restamped: list[tuple[int, int]] = []
+    real = fleet_ingest._restamp
+
+    def counting(table: Any, host: Any, rank: Any, old: int, new: int) -> Any:
+        restamped.append((old, new))
+        return real(table, host, rank, old, new)
+
+    monkeypatch.setattr(fleet_ingest, "_restamp", counting)
+    stores = {n: tmp_path / str(n) for n in (1, 2)}
+    for n, store in stores.items():
+        with open_engine(workers=n) as eng:
+            ingest_fleet(store, [str(windows_dir)], run_id="w", engine=eng)
+    assert restamped and all(new > old for old, new in restamped)  # 2 workers: some restamped
+    serial, local = _tables(stores[1], "w"), _tables(stores[2], "w")
+    assert local == serial
+    for name in ("events", "requests"):  # the same bytes, too: same rows, same row groups
+        a, b = (layout.partition_dir(s, name, "w") / layout.PART_FILE for s in stores.values())
+        assert a.read_bytes() == b.read_bytes(), name
+    run = serial["runs"][0]
+    assert (run["hosts"], run["ranks"], run["windows"]) == (2, 4, 3)
+    assert [(m["host"], m["rank"], m["window"]) for m in run["members"]] == [
+        (f"host{h}", 2 * h + r, w) for h in range(2) for r in range(2) for w in range(3)
+    ]
+    for name in ("events", "requests"):
+        rows = [x for x in serial[name] if x["request_id"] is not None]
+        assert {(x["host"], x["rank"], x["window"]) for x in rows} == {
+            (f"host{h}", 2 * h + r, w) for h in range(2) for r in range(2) for w in range(3)
+        }
+        for x in rows:
+            assert x["request_id"].startswith(f"{x['host']}.{x['rank']}.{x['window']}/"), x
+    # Each file's requests in file order, files in path order, ids unique in the run.
+    rids = [x["request_id"] for x in serial["requests"]]
+    assert len(set(rids)) == len(rids) == 12 * 25
+    keys = [(x["host"], x["rank"], x["window"]) for x in serial["requests"]]
+    assert keys == sorted(keys)
+
+
 def test_reimport_unchanged_and_other_content_refused(fleet_dir: Path, tmp_path: Path) -> None:
     store = tmp_path / "s"
     _ingest(store, [str(fleet_dir)], workers=1)
@@ -221,20 +278,26 @@ def test_cli_slowed_host_first_with_its_shared_tag(fleet_dir: Path, tmp_path: Pa
     assert shared[("rack", "r7")] == 0
 
 
-def test_cli_bad_member_leaves_store_unchanged(fleet_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("bad_name", "workers"), [("rank999", "1"), ("rank002b", "2")])
+def test_cli_bad_member_leaves_store_unchanged(
+    fleet_dir: Path, tmp_path: Path, bad_name: str, workers: str
+) -> None:
+    """A damaged file, last or in the middle of the fleet (files after it already decoding on
+    the other worker), fails the import with one line naming it and leaves the store as it was."""
     src = tmp_path / "src"
     src.mkdir()
-    for p in sorted(fleet_dir.rglob("*.json"))[:3]:
-        (src / p.name).write_bytes(p.read_bytes())
-    bad = src / "rank999.pt.trace.json"
+    for i, p in enumerate(sorted(fleet_dir.rglob("*.json"))[:6]):
+        (src / f"rank{i:03d}.pt.trace.json").write_bytes(p.read_bytes())
+    bad = src / f"{bad_name}.pt.trace.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1', encoding="utf-8")
     store = tmp_path / "s"
     _cli(["ingest", str(sorted(fleet_dir.rglob("*.json"))[0]), "--store", str(store)], tmp_path)
     before = store_hash(store)
-    got = _cli(["ingest", "--fleet", str(src), "--run-id", "x", "--store", str(store)], tmp_path)
+    got = _cli(["ingest", "--fleet", str(src), "--run-id", "x", "--store", str(store),
+                "--workers", workers], tmp_path)  # fmt: skip
     assert got.returncode != 0
     lines = got.stderr.strip().splitlines()
-    assert len(lines) == 1 and "rank999.pt.trace.json" in lines[0], got.stderr
+    assert len(lines) == 1 and bad.name in lines[0], got.stderr
     assert store_hash(store) == before
 
 
@@ -269,25 +332,33 @@ def test_v1_store_reads_unchanged(tmp_path: Path) -> None:
     assert store_hash(store) == before
 
 
-def test_workers_send_packed_tables_in_the_file_schema(fleet_dir: Path) -> None:
-    """What crosses from a worker is compressed Arrow IPC already in the store's schema, ids
-    shifted by the file's index; the serial engine keeps the same table unpacked."""
-    import pyarrow as pa
+def test_workers_send_parquet_in_the_file_schema(fleet_dir: Path) -> None:
+    """What crosses from a worker is a whole zstd Parquet file already in the store's schema,
+    ids shifted by the file's index, stamped with the window the task's counts give."""
     import pyarrow.compute as pc
 
     from workbench.store import schema
-    from workbench.store.fleet_ingest import MemberTask, decode_member, unpack
+    from workbench.store.fleet_ingest import MemberTask, decode, decode_member
     from workbench.store.rules import DEFAULT_RULES
 
     src = str(sorted(fleet_dir.rglob("*.json"))[0])
-    packed = decode_member(MemberTask(3, src, None, str(DEFAULT_RULES), None))
-    assert packed.error is None and isinstance(packed.events, bytes)
-    events = unpack(packed.events)
-    assert events.schema == schema.EVENTS_FILE and events.num_rows == packed.n_events > 0
-    assert len(packed.events) < events.nbytes / 2  # compressed, not the raw buffers
+    first = decode_member(MemberTask(3, src, None, str(DEFAULT_RULES), None))
+    assert first.error is None and first.window == 0
+    events = decode(first.events)
+    assert events.schema == schema.EVENTS_FILE and events.num_rows == first.n_events > 0
+    assert len(first.events) < events.nbytes / 4  # compressed, not the raw buffers
     assert pc.all(pc.equal(pc.shift_right(events.column("event_id"), 32), 3)).as_py()
-    assert set(events.column("host").to_pylist()) == {packed.host} and packed.host is not None
-    plain = decode_member(MemberTask(3, src, None, str(DEFAULT_RULES), None, pack=False))
-    assert isinstance(plain.events, pa.Table) and plain.events.equals(events)
-    assert unpack(packed.requests).equals(plain.requests)
-    assert packed.pid > 0 and packed.cpu_s > 0
+    assert set(events.column("host").to_pylist()) == {first.host} and first.host is not None
+    label = f"{first.host}.{first.rank}."
+    # Two captures of this rank merged before: this one is its window 2.
+    seen = (((first.host, first.rank), 2), (("elsewhere", 0), 5))
+    third = decode_member(MemberTask(3, src, None, str(DEFAULT_RULES), None, seen))
+    assert third.window == 2
+    for got, want in ((third.requests, first.requests), (third.events, first.events)):
+        a, b = decode(got), decode(want)
+        assert set(a.column("window").to_pylist()) == {2} and b.column("window")[0].as_py() == 0
+        ids = [x for x in a.column("request_id").to_pylist() if x is not None]
+        assert ids and all(x.startswith(label + "2/") for x in ids)
+        assert [x and x.replace(label + "2/", label + "0/", 1) for x in
+                a.column("request_id").to_pylist()] == b.column("request_id").to_pylist()  # fmt: skip
+    assert first.pid > 0 and first.cpu_s > 0

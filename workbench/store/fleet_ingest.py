@@ -1,19 +1,23 @@
 """One run from many trace files (hosts x ranks x capture windows), decoded in parallel.
 
-Each file is decoded and attributed on the engine (store/engine.py) by a worker that holds one
-file's columns at a time and hands back that file's events and requests already in the store's
-file schema, as compressed Arrow IPC bytes (a few MB, not Python objects: cheap to send and to
-hold). This process only unpacks them one at a time, stamps the window and writes them, file
-after file in path order, into the run's single staged Parquet file per table, so its memory
-and its share of the work do not grow with the fleet. Every event and request keeps its host,
-rank and window; event ids stay unique as (file index << 32) + id in the file, request ids are
-prefixed with host.rank.window. The run commits all-or-nothing (layout).
+Each file is decoded, attributed, stamped and encoded on the engine (store/engine.py) by a
+worker that holds one file's columns at a time and hands back that file's events and requests
+as finished zstd Parquet bytes in the store's file schema (a few MB: cheap to send and to hold).
+This process only appends those bytes, file after file in path order, to the run's single
+staged Parquet file per table (store/parquet_splice.py joins the footers), so it encodes
+nothing and its memory and its share of the work do not grow with the fleet. Every event and
+request keeps its host, rank and window; event ids stay unique as (file index << 32) + id in
+the file, request ids are prefixed with host.rank.window. The run commits all-or-nothing
+(layout).
 A fleet run gets no op table (store/op_table.py): building one holds every op of the run in one
 process, which is what this module avoids; `workbench triage` reads its ops from the Parquet.
 
 Where a file's host and rank come from: its Kineto header (hostname, distributedInfo.rank),
 else the name of the directory holding it for the host. Its window is its order among the
-files of the same host and rank (path order; Kineto names files by capture time).
+files of the same host and rank (path order; Kineto names files by capture time). A worker
+learns its own host and rank only by decoding, so it stamps the window counted over the files
+this process had merged when it sent the task; a file whose earlier captures of the same rank
+were still in flight then gets its window and request ids restamped here (only that file).
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from workbench.errors import WorkbenchError
@@ -40,6 +43,7 @@ from workbench.store import layout, null_arrays, objstore, schema
 from workbench.store.engine import Engine
 from workbench.store.importers import importer_for
 from workbench.store.ingest import parse_tags
+from workbench.store.parquet_splice import SplicedWriter
 from workbench.store.request_pattern import compile_pattern
 from workbench.store.rules import DEFAULT_RULES, load_rules
 from workbench.store.run_row import existing_matches, file_sha, fingerprint, run_row
@@ -48,10 +52,7 @@ from workbench.store.trace_import import attribute
 TRACE_SUFFIXES = (".json", ".json.gz", ".trace")
 _GLOB_CHARS = frozenset("*?[")
 _ID_SHIFT = 32  # event ids of file k are k << 32 plus the id within the file
-# lz4 packs a file's events ~6x in ~0.015 s (zstd: 12x in 0.025 s). One thread and 64k-row
-# batches keep packing's own allocations small (threaded, whole columns: +45 MB a worker).
-_IPC_OPTIONS = ipc.IpcWriteOptions(compression="lz4", use_threads=False)
-_IPC_BATCH_ROWS = 65536
+_ROW_GROUP = 256 * 1024  # as layout.write_table: one member's rows start a new row group
 # Columns of the runs row a fleet states only when every file agrees.
 _SHARED = (
     "model",
@@ -87,7 +88,8 @@ class MemberTask:
     host_hint: str | None
     rules_path: str
     pattern: str | None
-    pack: bool = True  # False when the worker is this process: nothing to send, keep the tables
+    # Files per (host, rank) among those merged when the task was sent: the window to stamp.
+    seen: tuple[tuple[tuple[str | None, int | None], int], ...] = ()
 
 
 @dataclass
@@ -101,10 +103,10 @@ class MemberResult:
     host: str | None = None
     rank: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    # In schema.EVENTS_FILE / REQUESTS_FILE, window not yet stamped; packed unless task.pack
-    # is False (then the tables themselves).
-    events: bytes | pa.Table = b""
-    requests: bytes | pa.Table = b""
+    window: int = 0  # as stamped in the tables (the parent restamps if it was not the file's)
+    # Whole zstd Parquet files in schema.EVENTS_FILE / REQUESTS_FILE.
+    events: bytes = b""
+    requests: bytes = b""
     n_events: int = 0
     n_requests: int = 0
     events_read: int = 0
@@ -181,19 +183,40 @@ def expand_sources(items: list[str]) -> list[tuple[str, str | None]]:
     return sorted(found.items())
 
 
-def pack(table: pa.Table) -> bytes:
-    """A table as one compressed Arrow IPC stream."""
+def encode(table: pa.Table, name: str) -> bytes:
+    """A table of the partitioned table `name` as the bytes of a whole zstd Parquet file,
+    written as the store writes it (SplicedWriter joins such files)."""
     sink = pa.BufferOutputStream()
-    with ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
-        writer.write_table(table, max_chunksize=_IPC_BATCH_ROWS)
+    with pq.ParquetWriter(sink, schema.PARTITIONED[name], compression="zstd") as writer:
+        writer.write_table(table, row_group_size=_ROW_GROUP)
     return bytes(sink.getvalue())
 
 
-def unpack(data: bytes | pa.Table) -> pa.Table:
-    """The table `pack` packed (a table passes through)."""
-    if isinstance(data, pa.Table):
-        return data
-    return ipc.open_stream(pa.py_buffer(data)).read_all()
+def decode(data: bytes) -> pa.Table:
+    """The table `encode` encoded."""
+    return pq.read_table(pa.BufferReader(data))
+
+
+def _member_label(host: str | None, rank: int | None, window: int) -> str:
+    return f"{host or 'host'}.{rank if rank is not None else 'x'}.{window}"
+
+
+def stamp(table: pa.Table, host: str | None, rank: int | None, window: int) -> pa.Table:
+    """A member's table with its host, rank and window set and its request ids, as the file
+    has them, prefixed with the member's label."""
+    table = _fleet_columns(table, host, rank, window)
+    rid = table.schema.get_field_index("request_id")
+    label = _member_label(host, rank, window)
+    ids = pc.binary_join_element_wise(label, table.column(rid), "/")
+    return table.set_column(rid, "request_id", ids)
+
+
+def _restamp(table: pa.Table, host: str | None, rank: int | None, old: int, new: int) -> pa.Table:
+    """A stamped table moved from window `old` to window `new`."""
+    rid = table.schema.get_field_index("request_id")
+    cut = len(_member_label(host, rank, old)) + 1
+    bare = pc.utf8_slice_codeunits(table.column(rid), cut)
+    return stamp(table.set_column(rid, "request_id", bare), host, rank, new)
 
 
 def _fleet_columns(table: pa.Table, host: str | None, rank: int | None, window: int) -> pa.Table:
@@ -220,8 +243,8 @@ def _shift_ids(events: pa.Table, index: int) -> pa.Table:
 
 
 def decode_member(task: MemberTask) -> MemberResult:
-    """Read, decode and attribute one file (runs on a worker); its tables come back packed in
-    the store's file schema, ids made unique in the run, host and rank set."""
+    """Read, decode and attribute one file (runs on a worker); its tables come back as Parquet
+    bytes in the store's file schema, ids made unique in the run, host, rank and window set."""
     out = MemberResult(task.index, task.source)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # as ingest does: millions of short-lived objects, none cyclic
@@ -242,16 +265,14 @@ def decode_member(task: MemberTask) -> MemberResult:
         out.request_unit = att.request_unit
         out.warnings = [*dec.warnings, *dec.cols.warnings]
         del dec
-        # The window is stamped by the parent, which alone sees every file's host and rank.
-        ev = _fleet_columns(_shift_ids(att.events, task.index), out.host, out.rank, 0)
-        rq = _fleet_columns(att.requests, out.host, out.rank, 0)
+        out.window = dict(task.seen).get((out.host, out.rank), 0)
+        ev = stamp(_shift_ids(att.events, task.index), out.host, out.rank, out.window)
+        rq = stamp(att.requests, out.host, out.rank, out.window)
         out.n_events, out.n_requests = ev.num_rows, rq.num_rows
         del att
-        ev = ev.cast(schema.EVENTS_FILE)
-        out.events = pack(ev) if task.pack else ev
+        out.events = encode(ev.cast(schema.EVENTS_FILE), "events")
         del ev
-        rq = rq.cast(schema.REQUESTS_FILE)
-        out.requests = pack(rq) if task.pack else rq
+        out.requests = encode(rq.cast(schema.REQUESTS_FILE), "requests")
     except WorkbenchError as exc:
         out.error = (exc.subject, exc.problem)
         out.events = out.requests = b""
@@ -275,17 +296,13 @@ def parse_host_tags(items: list[str] | None) -> dict[str, dict[str, str]]:
     return out
 
 
-def _member_label(host: str | None, rank: int | None, window: int) -> str:
-    return f"{host or 'host'}.{rank if rank is not None else 'x'}.{window}"
-
-
 class _Merger:
-    """Writes the members' tables, in index order, into the staged Parquet files."""
+    """Appends the members' Parquet bytes, in index order, to the staged Parquet files."""
 
     def __init__(self, stage: Path, host_tags: dict[str, dict[str, str]]) -> None:
         self.stage = stage
         self.host_tags = host_tags
-        self.writers: dict[str, pq.ParquetWriter] = {}
+        self.writers: dict[str, SplicedWriter] = {}
         self.seen: Counter[tuple[str | None, int | None]] = Counter()
         self.members: list[dict[str, Any]] = []
         self.requests = 0
@@ -297,30 +314,25 @@ class _Merger:
         self.peak_rss_mb = 0.0
         self.cpu_by_pid: dict[int, float] = {}
 
-    def _writer(self, name: str) -> pq.ParquetWriter:
+    def _writer(self, name: str) -> SplicedWriter:
         if name not in self.writers:
             path = self.stage / name / layout.PART_FILE
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.writers[name] = pq.ParquetWriter(
-                path, schema.PARTITIONED[name], compression="zstd"
-            )
+            self.writers[name] = SplicedWriter(path)
         return self.writers[name]
+
+    def seen_so_far(self) -> tuple[tuple[tuple[str | None, int | None], int], ...]:
+        return tuple(self.seen.items())
 
     def add(self, r: MemberResult) -> None:
         window = self.seen[(r.host, r.rank)]
         self.seen[(r.host, r.rank)] += 1
-        label = _member_label(r.host, r.rank, window)
         for name in ("events", "requests"):
-            table = unpack(getattr(r, name))
-            rid = table.schema.get_field_index("request_id")
-            table = table.set_column(
-                rid, "request_id", pc.binary_join_element_wise(label, table.column(rid), "/")
-            )
-            wid = table.schema.get_field_index("window")
-            window_col = pa.repeat(pa.scalar(window, pa.int32()), table.num_rows)
-            self._writer(name).write_table(
-                table.set_column(wid, "window", window_col), row_group_size=256 * 1024
-            )
+            data: bytes = getattr(r, name)
+            if window != r.window:  # an earlier capture of its rank was in flight: restamp
+                table = _restamp(decode(data), r.host, r.rank, r.window, window)
+                data = encode(table, name)
+            self._writer(name).append(data)
         ev_rows, rq_rows = r.n_events, r.n_requests
         self.requests += rq_rows
         self.events += ev_rows
@@ -346,9 +358,13 @@ class _Merger:
             }
         )
 
-    def close(self) -> None:
+    def close(self, ok: bool) -> None:
+        """Finish the staged files (only when every member was added)."""
         for w in self.writers.values():
-            w.close()
+            if ok:
+                w.close()
+            else:
+                w.abort()
         self.writers.clear()
 
     def shared_meta(self) -> dict[str, Any]:
@@ -404,39 +420,40 @@ def ingest_fleet(
             run_id, "unchanged", len(files), 0, 0, 0, 0, 0, sum(sizes),
             time.perf_counter() - started, engine.kind, 0.0,
         )  # fmt: skip
-    tasks = [
-        MemberTask(i, f, hint, str(rules_path), request_pattern, engine.kind != "serial")
-        for i, (f, hint) in enumerate(files)
-    ]
     total = sum(sizes)
     shas: list[str] = []
     merger: _Merger | None = None
 
     def fill(stage: Path) -> pa.Table:
         nonlocal merger
-        merger = _Merger(stage, host_tags)
+        merger = m = _Merger(stage, host_tags)
+        # Made as the engine sends each task, so each carries what was merged by then.
+        tasks = (
+            MemberTask(i, f, hint, str(rules_path), request_pattern, m.seen_so_far())
+            for i, (f, hint) in enumerate(files)
+        )
         done_bytes = 0
+        ok = False
         try:
-            # Packed results are a few MB: let each worker run two files ahead of this process.
+            # Results are a few MB: let each worker run two files ahead of this process.
             for r in engine.map(decode_member, tasks, ahead=2 * engine.workers):
                 if r.error is not None:
                     raise WorkbenchError(*r.error)
-                merger.add(r)
+                m.add(r)
                 shas.append(r.sha)
                 r.events = r.requests = b""
                 done_bytes += sizes[r.index]
                 if progress is not None:
-                    progress(
-                        FleetProgress(r.index + 1, len(tasks), done_bytes, total, merger.events)
-                    )
+                    progress(FleetProgress(r.index + 1, len(files), done_bytes, total, m.events))
+            ok = True
         finally:
-            merger.close()
+            m.close(ok)
         layout.write_table(
             schema.COMPILES_FILE.empty_table(),
             schema.COMPILES_FILE,
             stage / "compiles" / layout.PART_FILE,
         )
-        meta = merger.shared_meta()
+        meta = m.shared_meta()
         row = run_row(
             run_id,
             label=label,
@@ -448,10 +465,10 @@ def ingest_fleet(
             fp=fp,
         )
         shape = {
-            "hosts": len({m["host"] for m in merger.members}),
-            "ranks": len({(m["host"], m["rank"]) for m in merger.members}),
-            "windows": max(m["window"] for m in merger.members) + 1,
-            "members": [merger.members],
+            "hosts": len({x["host"] for x in m.members}),
+            "ranks": len({(x["host"], x["rank"]) for x in m.members}),
+            "windows": max(x["window"] for x in m.members) + 1,
+            "members": [m.members],
         }
         for name, value in shape.items():
             typ = schema.RUNS.field(name).type
