@@ -110,9 +110,8 @@ class LocalizeScreen(StepScreen):
             if state == "running":
                 self.set_hint("Replaying both runs on the accelerator model; this fills when done.")
             elif self.wb.triage_status == "no regression":
-                self.set_hint(
-                    "No regression to localize: 2 Pair picks another comparator; t re-runs."
-                )
+                # The box above says which: no regression, or inconclusive and why.
+                self.set_hint("Nothing to localize: 2 Pair picks another comparator; t re-runs.")
             else:
                 self.set_hint("Triage failed (see the message); press t to run it again.")
             return
