@@ -45,8 +45,10 @@ def test_accel_imports_numpy_only(path: Path) -> None:
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_only_tui_imports_textual(path: Path) -> None:
-    mods = _imports(path)
-    assert "textual" not in {m.split(".")[0] for m in mods}, f"{path} imports textual"
+    """textual and its own packages (textual_serve, textual_plotext...)."""
+    tops = {m.split(".")[0] for m in _imports(path)}
+    textual = {t for t in tops if t == "textual" or t.startswith("textual_")}
+    assert not textual, f"{path} imports {sorted(textual)}"
 
 
 @pytest.mark.parametrize(
@@ -64,27 +66,28 @@ def test_layers_point_down(folder: str, forbidden: set[str]) -> None:
         assert not bad, f"{path} imports upward: {sorted(bad)}"
 
 
+WEB_SERVER = ROOT / "workbench" / "tui" / "web_server.py"
+
+
 @pytest.mark.parametrize(
     "path",
-    [p for p in _files("workbench") if p.relative_to(ROOT / "workbench").parts[0] != "web"],
+    [p for p in _files("workbench") if p != WEB_SERVER],
     ids=lambda p: str(p.relative_to(ROOT)),
 )
-def test_only_web_imports_the_web_server(path: Path) -> None:
-    """textual-serve and aiohttp stay in workbench/web (the CLI imports it inside run())."""
+def test_only_the_web_server_imports_its_libraries(path: Path) -> None:
+    """textual-serve and aiohttp stay in tui/web_server.py (the CLI imports it inside run())."""
     top = {m.split(".")[0] for m in _imports(path)}
     assert not top & {"textual_serve", "aiohttp"}, f"{path} imports the web server's libraries"
 
 
-def test_web_runs_the_app_as_a_command() -> None:
-    """workbench/web starts `python -m workbench` per session; it never imports the app."""
-    for path in _files("workbench/web"):
-        mods = _imports(path)
-        assert not {
-            m for m in mods if m.split(".")[0] == "textual" or m.startswith("workbench.tui")
-        }, path
+def test_web_server_runs_the_app_as_a_command() -> None:
+    """tui/web_server.py starts `python -m workbench` per session; it never imports the app."""
+    mods = _imports(WEB_SERVER)
+    assert "textual_serve" in {m.split(".")[0] for m in mods}  # the module the rule is about
+    assert not {m for m in mods if m.split(".")[0] == "textual" or m.startswith("workbench")}
 
 
 def test_checker_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("import polars\nfrom textual.app import App\n")
-    assert {"polars", "textual", "textual.app"} <= _imports(bad)
+    bad.write_text("import polars\nfrom textual.app import App\nfrom textual_serve import x\n")
+    assert {"polars", "textual", "textual.app", "textual_serve"} <= _imports(bad)

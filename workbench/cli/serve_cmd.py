@@ -29,7 +29,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.main import default_store
     from workbench.errors import WorkbenchError
-    from workbench.web.server import TokenServer, app_command, is_loopback
+    from workbench.tui.web_server import TokenServer, app_command, is_loopback
 
     if not 0 < args.port < 65536:
         raise WorkbenchError(f"--port {args.port}", "not a TCP port (1-65535)")

@@ -1,4 +1,5 @@
 """The app in a browser tab: textual-serve, with the per-launch token textual-serve lacks.
+It starts the app as a command for each session and never imports it.
 
 textual-serve starts the app's command for every websocket that connects, and has no access
 control. This subclass adds one aiohttp middleware in front of every route:
@@ -30,7 +31,7 @@ from aiohttp import web
 from textual_serve.server import Server
 
 COOKIE: Final[str] = "workbench_session"
-TEMPLATES: Final[Path] = Path(__file__).resolve().parent / "templates"
+TEMPLATES: Final[Path] = Path(__file__).resolve().parent / "web_templates"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

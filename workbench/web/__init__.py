@@ -1,1 +1,0 @@
-"""The workbench served to a browser (textual-serve with a per-launch token)."""
