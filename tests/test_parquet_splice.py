@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from workbench.store.parquet_splice import SplicedWriter, decode_footer, encode_footer
+from workbench.store.parquet_splice import SplicedWriter, decode_footer, encode_struct
 
 SCHEMA = pa.schema(
     [
@@ -58,7 +58,7 @@ def _footer(data: bytes) -> bytes:
 def test_footer_decodes_and_encodes_back_to_the_same_bytes() -> None:
     for part in PARTS:
         data = _encode(part)
-        assert encode_footer(decode_footer(data)) == _footer(data)
+        assert encode_struct(decode_footer(data)) == _footer(data)
 
 
 def test_spliced_file_is_what_one_writer_writes(tmp_path: Path) -> None:

@@ -29,6 +29,8 @@ _INTS = (_BYTE, _I16, _I32, _I64)
 _FMD_NUM_ROWS, _FMD_ROW_GROUPS, _FMD_ENCRYPTION = 3, 4, 8
 _RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
 _CC_FILE_OFFSET, _CC_META, _CC_CRYPTO = 2, 3, 8
+_RG_OFFSETS: Final[frozenset[int]] = frozenset({_RG_FILE_OFFSET})
+_CC_OFFSETS: Final[frozenset[int]] = frozenset({_CC_FILE_OFFSET})
 _CC_PAGE_INDEX: Final[frozenset[int]] = frozenset({4, 6})  # offset index, column index
 # ColumnMetaData: data_page_offset, index_page_offset, dictionary_page_offset, bloom filter
 # (a bloom filter's bytes hold no offsets: it moves as a whole).
@@ -222,9 +224,10 @@ def decode_footer(data: bytes) -> Struct:
     return _Reader(data[len(data) - 8 - n : -8]).struct()
 
 
-def encode_footer(meta: Struct) -> bytes:
+def encode_struct(s: Struct) -> bytes:
+    """A Thrift struct in compact protocol: a footer, or one of its row groups."""
     w = _Writer()
-    w.struct(meta)
+    w.struct(s)
     return bytes(w.out)
 
 
@@ -262,7 +265,7 @@ class SplicedWriter:
         meta = decode_footer(data)
         if meta.get(_FMD_ENCRYPTION) is not None:
             raise ValueError("encrypted Parquet files are not spliced")
-        schema = encode_footer(Struct([f for f in meta.fields if f.fid == 2]))
+        schema = encode_struct(Struct([f for f in meta.fields if f.fid == 2]))
         if self._first is None:
             self._first, self._schema = meta, schema
         elif schema != self._schema:
@@ -270,7 +273,7 @@ class SplicedWriter:
         body_end = len(data) - 8 - struct.unpack("<I", data[-8:-4])[0]
         by = self._pos - len(MAGIC)  # where this file's byte 4 lands
         for rg in _row_groups(meta):
-            _shift(rg, frozenset({_RG_FILE_OFFSET}), by)
+            _shift(rg, _RG_OFFSETS, by)
             ordinal = rg.get(_RG_ORDINAL)
             if ordinal is not None:
                 ordinal.value = len(self._groups)
@@ -282,14 +285,12 @@ class SplicedWriter:
                     raise ValueError("encrypted Parquet files are not spliced")
                 if any(f.fid in _CC_PAGE_INDEX for f in cc.fields):
                     raise ValueError("Parquet files with page indexes are not spliced")
-                _shift(cc, frozenset({_CC_FILE_OFFSET}), by)
+                _shift(cc, _CC_OFFSETS, by)
                 cmd = cc.get(_CC_META)
                 if cmd is not None:
                     assert isinstance(cmd.value, Struct)
                     _shift(cmd.value, _CMD_OFFSETS, by)
-            w = _Writer()
-            w.struct(rg)
-            self._groups.append(Raw(bytes(w.out)))
+            self._groups.append(Raw(encode_struct(rg)))
         num_rows = meta.get(_FMD_NUM_ROWS)
         assert num_rows is not None and isinstance(num_rows.value, int)
         self._rows += num_rows.value
@@ -308,7 +309,7 @@ class SplicedWriter:
             elif f.fid == _FMD_ROW_GROUPS:
                 f = Field(f.fid, f.ctype, Seq(_LIST, _STRUCT, list(self._groups)))
             fields.append(f)
-        footer = encode_footer(Struct(fields))
+        footer = encode_struct(Struct(fields))
         self._fh.write(footer + struct.pack("<I", len(footer)) + MAGIC)
         self._fh.flush()
         os.fsync(self._fh.fileno())
