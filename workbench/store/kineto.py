@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from workbench.store.chrome_trace import NO_EVENTS
+from workbench.store.packed_text import PackedText
 from workbench.store.trace_columns import NO_ARGS, TraceColumns
 
 I64 = npt.NDArray[np.int64]
@@ -80,7 +81,7 @@ class KinetoArgs(msgspec.Struct, gc=False):
 
 @dataclass
 class ArgColumns:
-    """Columns taken from args, plus the args text itself."""
+    """Columns taken from args, plus the args text itself (or its packed chunks)."""
 
     correlation: I64
     correlation_valid: B1
@@ -91,7 +92,7 @@ class ArgColumns:
     shape: pa.Array | pa.ChunkedArray
     nbytes: pa.Array | pa.ChunkedArray
     flops: pa.Array | pa.ChunkedArray
-    text: pa.Array | pa.ChunkedArray
+    text: pa.Array | pa.ChunkedArray | PackedText
 
 
 _NUMERIC = ("correlation", "correlation_valid", "external_id", "external_id_valid")
@@ -104,15 +105,20 @@ def concat_args(parts: list[ArgColumns], keep: B1 | None) -> ArgColumns:
     for name in _NUMERIC:
         arrs = [getattr(p, name) for p in parts]
         out[name] = np.concatenate(arrs) if arrs else np.zeros(0, np.int64)
-    for name in _ARROW:
+    # The parts of a packed decode share one PackedText (decode_args' text_sink).
+    packed = parts[0].text if parts and isinstance(parts[0].text, PackedText) else None
+    arrow = [name for name in _ARROW if packed is None or name != "text"]
+    for name in arrow:
         arrs = [getattr(p, name) for p in parts]
         out[name] = pa.chunked_array(arrs, type=_TYPES[name])
     if keep is not None:
         mask = pa.array(keep)
         for name in _NUMERIC:
             out[name] = out[name][keep]
-        for name in _ARROW:
+        for name in arrow:
             out[name] = out[name].filter(mask)
+    if packed is not None:
+        out["text"] = packed if keep is None else packed.filter(keep)
     return ArgColumns(**out)
 
 
@@ -142,8 +148,13 @@ def _small_ints(parsed: list[KinetoArgs], key: str) -> pa.Array:
     return pa.array(np.where(ok, arr, 0).astype(np.int32), mask=~ok)
 
 
-def decode_args(raws: list[msgspec.Raw], subject: str) -> ArgColumns:
-    """Decode only the args keys we need, all events of a chunk in one decoder call."""
+def decode_args(
+    raws: list[msgspec.Raw], subject: str, text_sink: PackedText | None = None
+) -> ArgColumns:
+    """Decode only the args keys we need, all events of a chunk in one decoder call.
+
+    With `text_sink` the args text goes there (packed) and the result's text is the sink.
+    """
     n = len(raws)
     present = np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=n)
     # One JSON array "[a,b,...]" built in C from the raw slices: a single decode call.
@@ -153,7 +164,10 @@ def decode_args(raws: list[msgspec.Raw], subject: str) -> ArgColumns:
     except msgspec.ValidationError:
         parsed = [_lenient(bytes(r)) for r in raws]
     del encoded
-    text = _string_column(raws, present)
+    text: pa.Array | PackedText = _string_column(raws, present)
+    if text_sink is not None:
+        text_sink.add(text)
+        text = text_sink
     corr, corr_valid = _ids(parsed, "correlation")
     ext, ext_valid = _ids(parsed, "external_id")
     dims = list(map(attrgetter("input_dims"), parsed))

@@ -21,6 +21,7 @@ from workbench.store.kineto import (
     decode_args,
     run_metadata,
 )
+from workbench.store.packed_text import PackedText
 from workbench.store.progress import ImportCancelled, IngestProgress, ProgressFn, check_cancel
 from workbench.store.run_row import file_sha
 from workbench.store.trace_columns import ColumnBuilder, TraceColumns, TraceEvent
@@ -68,11 +69,12 @@ class KinetoJson:
         # Nothing is read yet: decode streams the file and hashes it on the way. The hash is
         # read ahead of decoding only when the run already exists (an unchanged re-import).
         state = _Read()
-        return Opened(
+        opened = Opened(
             lambda: state.sha or file_sha(path),
             lambda: state.n_bytes or _file_size(path),
-            lambda: _decode(path, state, progress, cancel),
+            lambda: _decode(path, state, progress, cancel, opened.pack_text),
         )
+        return opened
 
 
 @dataclass
@@ -95,6 +97,7 @@ def _decode(
     state: _Read,
     progress: ProgressFn | None,
     cancel: threading.Event | None,
+    pack_text: bool,
 ) -> Decoded:
     subject = str(path)
     try:
@@ -102,7 +105,9 @@ def _decode(
             if progress is not None:
                 progress(IngestProgress(subject, "read", 0, stream.reader.size, 0))
             total = stream.reader.text_total
-            cols, args = _columns(stream.chunks(KinetoFile), subject, total, progress, cancel)
+            cols, args = _columns(
+                stream.chunks(KinetoFile), subject, total, progress, cancel, pack_text
+            )
             header = cast(KinetoFile | None, stream.header)
             warnings: list[str] = []
             state.sha, state.n_bytes = stream.reader.sha, stream.reader.text_done
@@ -116,7 +121,7 @@ def _decode(
         warnings = []
         header, chunks = split_events(data, subject, KinetoFile, warnings)
         del data
-        cols, args = _columns(chunks, subject, lambda: state.n_bytes, progress, cancel)
+        cols, args = _columns(chunks, subject, lambda: state.n_bytes, progress, cancel, pack_text)
     return _decoded(header, cols, args, warnings)
 
 
@@ -126,16 +131,23 @@ def _columns(
     total: Callable[[], int],
     progress: ProgressFn | None,
     cancel: threading.Event | None,
+    pack_text: bool = False,
 ) -> tuple[TraceColumns, ArgColumns]:
-    """The kept events' columns and their args, chunk by chunk."""
+    """The kept events' columns and their args, chunk by chunk (the args text packed on a
+    second thread as it comes when `pack_text`)."""
     builder = ColumnBuilder(subject)
     arg_parts = []
-    for events, done in chunks:
-        check_cancel(cancel, subject)
-        arg_parts.append(decode_args(builder.add(events), subject))
-        del events
-        if progress is not None:
-            progress(IngestProgress(subject, "decode", done, max(total(), done), builder.seen))
+    sink = PackedText() if pack_text else None
+    try:
+        for events, done in chunks:
+            check_cancel(cancel, subject)
+            arg_parts.append(decode_args(builder.add(events), subject, sink))
+            del events
+            if progress is not None:
+                progress(IngestProgress(subject, "decode", done, max(total(), done), builder.seen))
+    finally:
+        if sink is not None:
+            sink.close()
     del chunks
     cols, keep = builder.finish()
     args = concat_args(arg_parts, keep)
