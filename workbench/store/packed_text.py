@@ -129,15 +129,22 @@ class PackedText:
 
     def rows(self, start: int, stop: int) -> pa.ChunkedArray:
         """Rows [start, stop) unpacked (only the chunks they fall in)."""
-        pieces: list[pa.Array] = []
+        wanted: list[tuple[_Chunk, int, int]] = []
         at = 0
         for c in self._chunks:
             rows = c.rows
             lo, hi = max(start - at, 0), min(stop - at, rows)
             if lo < hi:
-                arr = c.unpack()
-                pieces.append(arr if (lo, hi) == (0, rows) else arr.slice(lo, hi - lo))
+                wanted.append((c, lo, hi))
             at += rows
             if at >= stop:
                 break
+        # Two threads: the codec releases the GIL, and the fresh pages it fills (the costly
+        # part: faulting them in) are shared out over both cores.
+        with ThreadPoolExecutor(2, "unpack-text") as pool:
+            arrays = list(pool.map(lambda w: w[0].unpack(), wanted))
+        pieces = [
+            arr if (lo, hi) == (0, c.rows) else arr.slice(lo, hi - lo)
+            for arr, (c, lo, hi) in zip(arrays, wanted, strict=True)
+        ]
         return pa.chunked_array(pieces, type=pa.string())
