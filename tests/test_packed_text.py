@@ -94,14 +94,6 @@ def _same_events_file(trace: Path, tmp_path: Path) -> None:
     assert got.read_bytes() == ref.read_bytes()
 
 
-def test_helper_only_with_a_core_to_spare(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(args_worker.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(args_worker.os, "getloadavg", lambda: (1.2, 0.0, 0.0))
-    assert args_worker.spare_core()
-    monkeypatch.setattr(args_worker.os, "getloadavg", lambda: (3.5, 0.0, 0.0))
-    assert not args_worker.spare_core()
-
-
 def _broken_values(offsets: bytes, data: bytes) -> dict[str, object]:
     raise RuntimeError("helper broke")
 
@@ -114,7 +106,6 @@ def test_ingest_writes_the_same_file_as_unpacked(
     that cut through them: the store's events file is byte-identical to the plain write,
     with the args keys decoded here, by the helper process, or here after the helper failed."""
     if helper != "none":
-        monkeypatch.setattr(args_worker, "spare_core", lambda: True)  # however busy the CI is
         if not args_worker.available():
             pytest.skip("no fork start method: no helper process")
         monkeypatch.setattr(args_worker, "MIN_BYTES", 0)
@@ -157,5 +148,4 @@ def test_real_trace_writes_the_same_file_as_unpacked(
         pytest.skip(f"needs {TRACES} (the shared real traces)")
     monkeypatch.setattr(layout, "ROW_GROUP", 30_000)
     monkeypatch.setattr(args_worker, "MIN_BYTES", 0)  # the helper, though the file is small
-    monkeypatch.setattr(args_worker, "spare_core", lambda: True)
     _same_events_file(trace, tmp_path)

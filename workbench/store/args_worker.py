@@ -11,7 +11,6 @@ parent decodes the values itself from the packed text, so the result never depen
 from __future__ import annotations
 
 import multiprocessing
-import os
 import queue
 import threading
 import time
@@ -24,8 +23,6 @@ from workbench.store.kineto import text_values
 
 # Below this much JSON the fork and the transfers cost more than the helper saves.
 MIN_BYTES = 48 << 20
-# The load average (this process's own ~1 included) must stay below the cores by this much.
-SPARE_LOAD = 0.5
 _AHEAD = 4  # chunks queued for the helper at most
 # A helper silent this long is given up (a chunk takes it ~20 ms): the parent decodes itself.
 _STALL_S = 30.0
@@ -33,26 +30,11 @@ _END = b""
 
 
 def available() -> bool:
-    """True where a helper can be forked and has a core to run on: the fork start method
-    exists (Linux, not macOS or Windows), this process may have children (a pool's daemonic
-    worker may not), and the machine has a core to spare."""
+    """True where a helper can be forked: the fork start method exists (Linux, not macOS or
+    Windows) and this process may have children (a pool's daemonic worker may not)."""
     if multiprocessing.current_process().daemon:
         return False
-    return "fork" in multiprocessing.get_all_start_methods() and spare_core()
-
-
-def spare_core() -> bool:
-    """True when the 1-minute load average leaves a core free beside this process.
-
-    The helper takes work off the decoding thread but costs as much CPU again in transfers;
-    without a free core it only competes: on 2 busy cores (load 3-4) the 209 MB trace's
-    import took 3.3-4.2 s with it against 3.1-3.5 s without.
-    """
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # no load average (some containers): assume the machine is ours
-        return True
-    return load <= (os.cpu_count() or 1) - SPARE_LOAD
+    return "fork" in multiprocessing.get_all_start_methods()
 
 
 def _serve(conn: Connection, parent_end: Connection) -> None:
