@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from workbench.store import args_worker, chrome_trace, layout, schema
+from workbench.store import chrome_trace, layout, schema
 from workbench.store.importers import importer_for
 from workbench.store.ingest import ingest
 from workbench.store.packed_text import PackedText
@@ -94,32 +94,11 @@ def _same_events_file(trace: Path, tmp_path: Path) -> None:
     assert got.read_bytes() == ref.read_bytes()
 
 
-def _broken_values(offsets: bytes, data: bytes) -> dict[str, object]:
-    raise RuntimeError("helper broke")
-
-
-@pytest.mark.parametrize("helper", ["none", "process", "broken"])
 def test_ingest_writes_the_same_file_as_unpacked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """B/E pairs (kept rows filtered after decoding), several decode chunks and row groups
-    that cut through them: the store's events file is byte-identical to the plain write,
-    with the args keys decoded here, by the helper process, or here after the helper failed."""
-    if helper != "none":
-        if not args_worker.available():
-            pytest.skip("no fork start method: no helper process")
-        monkeypatch.setattr(args_worker, "MIN_BYTES", 0)
-    if helper == "broken":  # the forked helper inherits the patch
-        monkeypatch.setattr(args_worker, "text_values", _broken_values)
-    answers: list[bool] = []
-    real_values = args_worker.ArgsWorker.values
-
-    def values(self: args_worker.ArgsWorker) -> object:
-        out = real_values(self)
-        answers.append(out is not None)
-        return out
-
-    monkeypatch.setattr(args_worker.ArgsWorker, "values", values)
+    that cut through them: the store's events file is byte-identical to the plain write."""
     events: list[dict[str, object]] = [
         {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "py"}},
     ]
@@ -136,8 +115,6 @@ def test_ingest_writes_the_same_file_as_unpacked(
     monkeypatch.setattr(chrome_trace, "DECODE_CHUNK", 40_000)
     monkeypatch.setattr(layout, "ROW_GROUP", 1_500)
     _same_events_file(trace, tmp_path)
-    # The helper answered (or, broken, did not and the values were decoded here).
-    assert answers == {"none": [], "process": [True], "broken": [False]}[helper]
 
 
 def test_real_trace_writes_the_same_file_as_unpacked(
@@ -147,5 +124,4 @@ def test_real_trace_writes_the_same_file_as_unpacked(
     if not trace.exists():
         pytest.skip(f"needs {TRACES} (the shared real traces)")
     monkeypatch.setattr(layout, "ROW_GROUP", 30_000)
-    monkeypatch.setattr(args_worker, "MIN_BYTES", 0)  # the helper, though the file is small
     _same_events_file(trace, tmp_path)

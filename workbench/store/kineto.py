@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import pairwise, repeat
+from itertools import repeat
 from operator import attrgetter, is_not
 from typing import Any
 
@@ -156,59 +155,37 @@ def decode_args(
 
     With `text_sink` the args text goes there (packed) and the result's text is the sink.
     """
+    n = len(raws)
+    present = np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=n)
     # One JSON array "[a,b,...]" built in C from the raw slices: a single decode call.
-    values = arg_values(msgspec.json.encode(raws), lambda: [bytes(r) for r in raws])
-    text: pa.Array | PackedText = args_text(raws)
-    if text_sink is not None:
-        text_sink.add(text)
-        text = text_sink
-    return ArgColumns(**values, text=text)
-
-
-def args_text(raws: list[msgspec.Raw]) -> pa.StringArray:
-    """The args column of a chunk: each event's args as JSON text, null where it has none."""
-    present = np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=len(raws))
-    return _string_column(raws, present)
-
-
-def arg_values(encoded: bytes, raws: Callable[[], list[bytes]]) -> dict[str, Any]:
-    """The ArgColumns fields but text, from a chunk's args as one JSON array (`raws` gives
-    them one by one, for a chunk where some value is of an unusual type)."""
+    encoded = msgspec.json.encode(raws)
     try:
         parsed = _ARGS_DECODER.decode(encoded)
     except msgspec.ValidationError:
-        parsed = [_lenient(r) for r in raws()]
+        parsed = [_lenient(bytes(r)) for r in raws]
     del encoded
-    n = len(parsed)
+    text: pa.Array | PackedText = _string_column(raws, present)
+    if text_sink is not None:
+        text_sink.add(text)
+        text = text_sink
     corr, corr_valid = _ids(parsed, "correlation")
     ext, ext_valid = _ids(parsed, "external_id")
     dims = list(map(attrgetter("input_dims"), parsed))
     has_dims = np.fromiter(map(len, dims), dtype=np.int64, count=n) > 0
     # DESIGN §4 spells shapes without blanks ("[[8,96,256],[256,256]]"); Kineto writes ", ".
     shape = _string_column(dims, has_dims, drop_blanks=True)
-    return {
-        "correlation": corr,
-        "correlation_valid": corr_valid,
-        "external_id": ext,
-        "external_id_valid": ext_valid,
-        "stream": _small_ints(parsed, "stream"),
-        "device": _small_ints(parsed, "device"),
-        "shape": shape,
-        "nbytes": pa.array(list(map(attrgetter("nbytes"), parsed)), type=pa.float64()),
-        "flops": pa.array(list(map(attrgetter("flops"), parsed)), type=pa.float64()),
-    }
-
-
-def text_values(offsets: bytes, data: bytes) -> dict[str, Any]:
-    """arg_values of a chunk given as its args column's buffers (args_text: int32 offsets from
-    0, then the characters, every slot a JSON value, "{}" where the event had no args)."""
-    ends = np.frombuffer(offsets, dtype=np.int32)
-    # The slots joined by commas: exactly the array msgspec.json.encode makes of the raws.
-    body = np.insert(np.frombuffer(data, dtype=np.uint8), ends[1:-1], ord(","))
-    encoded = b"[" + body.tobytes() + b"]"
-    del body
-    bounds = ends.tolist()
-    return arg_values(encoded, lambda: [data[a:b] for a, b in pairwise(bounds)])
+    return ArgColumns(
+        correlation=corr,
+        correlation_valid=corr_valid,
+        external_id=ext,
+        external_id_valid=ext_valid,
+        stream=_small_ints(parsed, "stream"),
+        device=_small_ints(parsed, "device"),
+        shape=shape,
+        nbytes=pa.array(list(map(attrgetter("nbytes"), parsed)), type=pa.float64()),
+        flops=pa.array(list(map(attrgetter("flops"), parsed)), type=pa.float64()),
+        text=text,
+    )
 
 
 _ARGS_DECODER = msgspec.json.Decoder(list[KinetoArgs])

@@ -83,15 +83,6 @@ class PackedText:
             if isinstance(c.data, Future):
                 c.data = c.data.result()
 
-    @property
-    def chunks(self) -> int:
-        return len(self._chunks)
-
-    def chunk(self, i: int) -> pa.StringArray:
-        """Chunk i as it was added (rows a filter dropped included)."""
-        c = self._chunks[i]
-        return _Chunk(c.n, c.offsets, c.validity, c.null_count, c.raw_size, c.data).unpack()
-
     def __len__(self) -> int:
         return sum(c.rows for c in self._chunks)
 
