@@ -24,7 +24,11 @@ from accel.localize.requeue import QueueState
 from accel.ops import F64, I64
 
 # Replays are run this many at once: bounds the (rows x jobs) working arrays.
-_ROWS: Final[int] = 64
+_ROWS: Final[int] = 16
+# A compute budget: replays x requests per run at most this (a 10k-request run gets 100
+# replays, a 400-request one all it asks for), but never fewer than _MIN_REPLAYS.
+_BUDGET: Final[int] = 1_000_000
+_MIN_REPLAYS: Final[int] = 100
 
 
 def queue_reaches(qu: QueueState, q: float) -> bool:
@@ -59,12 +63,17 @@ def _waits_one_server(anchor: F64, hold: F64, length: F64) -> F64:
     """(rows, jobs): start - anchor of each job on one server: start_k = max(anchor_k +
     ready_k, start_{k-1} + length_{k-1} + overlap_k), in closed form (a running maximum over
     prefix sums, as in the Lindley recursion)."""
-    ready, overlap = np.maximum(hold, 0.0), np.minimum(hold, 0.0)
-    c = np.zeros_like(length)
-    c[:, 1:] = length[:, :-1] + overlap[:, 1:]
-    big_c = np.cumsum(c, axis=1)
-    start = big_c + np.maximum.accumulate(anchor + ready - big_c, axis=1)
-    return np.asarray(start - anchor, dtype=np.float64)
+    ready = np.maximum(hold, 0.0)
+    c = np.empty_like(length)  # in place from here: these are (rows x jobs) arrays
+    c[:, 0] = 0.0
+    np.add(length[:, :-1], hold[:, 1:] - ready[:, 1:], out=c[:, 1:])
+    np.cumsum(c, axis=1, out=c)
+    t = anchor + ready
+    t -= c
+    np.maximum.accumulate(t, axis=1, out=t)
+    t += c
+    t -= anchor
+    return t
 
 
 def _waits_slots(anchor: F64, hold: F64, length: F64, slots: int) -> F64:
@@ -87,17 +96,21 @@ def _waits_slots(anchor: F64, hold: F64, length: F64, slots: int) -> F64:
 def _row_quantiles(values: F64, counts: I64, qs: Sequence[float]) -> F64:
     """(rows, len(qs)): type-7 quantiles of rows of different lengths, laid end to end."""
     rows = counts.size
-    row = np.repeat(np.arange(rows), counts)
-    v = values[np.lexsort((values, row))]
     lead = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    out = np.empty((rows, len(qs)))
-    for j, q in enumerate(qs):
-        h = (counts - 1) * q
-        lo = np.floor(h).astype(np.int64)
-        hi = np.minimum(lo + 1, counts - 1)
-        a, b = v[lead + lo], v[lead + hi]
-        out[:, j] = a + (h - lo) * (b - a)
-    return out
+    h = (counts[:, None] - 1) * np.asarray(qs, dtype=np.float64)[None, :]
+    lo = np.floor(h).astype(np.int64)
+    hi = np.minimum(lo + 1, counts[:, None] - 1)
+    # One partition for every row: each row's values shifted into a range of its own, so the
+    # k-th smallest overall is the row's own order statistic; only the ones read are placed.
+    vmin = float(values.min())
+    span = float(values.max()) - vmin + 1.0
+    row = np.repeat(np.arange(rows), counts)
+    key = values - vmin + row * span
+    at_lo, at_hi = lead[:, None] + lo, lead[:, None] + hi
+    part = np.partition(key, np.unique(np.concatenate((at_lo.ravel(), at_hi.ravel()))))
+    back = np.arange(rows)[:, None] * span - vmin
+    a, b = part[at_lo] - back, part[at_hi] - back
+    return np.asarray(a + (h - lo) * (b - a), dtype=np.float64)
 
 
 def replayed_quantiles(
@@ -111,6 +124,7 @@ def replayed_quantiles(
         return np.full((n_boot, len(qs)), np.nan)
     gaps, hold, length, first, base = _job_tables(qu)
     size = np.diff(first)
+    single = bool(np.all(size == 1))
     out = np.empty((n_boot, len(qs)))
     for s in range(0, n_boot, _ROWS):
         rows = min(_ROWS, n_boot - s)
@@ -122,6 +136,10 @@ def replayed_quantiles(
             wait = _waits_slots(anchor, hold[jobs], length[jobs], qu.slots)
         else:
             wait = _waits_one_server(anchor, hold[jobs], length[jobs])
+        if single:  # a request per job: rows of equal length
+            lat = wait + base[jobs]
+            out[s : s + rows] = np.quantile(lat, qs, axis=1, method="linear").T
+            continue
         # Every member of every drawn job: its job's replayed wait plus what travels with it.
         counts = size[jobs]
         flat = jobs.ravel()
@@ -143,10 +161,13 @@ def queue_gap_intervals(
 ) -> list[tuple[float, float]]:
     """Per q: a (1 - alpha) interval of the observed quantile gap from the spread of the
     replayed gaps (failing replay minus comparator replay), centred on the observed gap: the
-    replays' own level is a model's, their spread is what is read."""
+    replays' own level is a model's, their spread is what is read. n_boot replays, fewer
+    for long runs (_BUDGET)."""
     rng = np.random.default_rng(seed)
-    d = replayed_quantiles(failing, qs, n_boot, rng) - replayed_quantiles(
-        comparator, qs, n_boot, rng
+    n = max(failing.arrival.size, comparator.arrival.size, 1)
+    replays = min(n_boot, max(_MIN_REPLAYS, _BUDGET // n))
+    d = replayed_quantiles(failing, qs, replays, rng) - replayed_quantiles(
+        comparator, qs, replays, rng
     )
     out = []
     for j, g in enumerate(gaps):

@@ -3,7 +3,9 @@
 A regression is declared when, for p95 or p99, the gap's (1 - alpha) interval excludes zero
 AND the gap exceeds a practical threshold (default: a share of the comparator's quantile; with
 an SLO: a share of the SLO, when larger). The interval is a moving-block bootstrap whose block
-length comes from each run's own autocorrelation, and the comparator is checked against itself
+length comes from each run's own autocorrelation, widened where the queue reaches the tail to
+the queue bootstrap's (queue_bootstrap.py: the run-to-run variance of the queue's trajectory,
+which no within-run resample holds), and the comparator is checked against itself
 (its first half against its second by the same rule): both calibrations come from the data at
 hand. A gap past the threshold whose interval includes zero is "inconclusive" (too few requests
 to tell, with how many would), not "no regression". Outcomes: "regression", "no regression" or
