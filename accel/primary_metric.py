@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.cost import OpCost, chunks, op_times, retimed
+from accel.cost import OpCost, op_times, retimed
+from accel.grouping import chunks
 from accel.localize import group_medians, observed_queue, requeue
 from accel.ops import F64, I64, OpArrays, RunArrays, name_codes
 from accel.profiles import HardwareProfile

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from accel.cost import dense_ids
+from accel.grouping import dense_ids
 from accel.ops import F64, I64
 
 

@@ -24,16 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from accel.cost import (
-    CHUNK,
-    DEFAULT_PARAMS,
-    CostParams,
-    OpCost,
-    chunks,
-    dense_ids,
-    op_times,
-    run_starts,
-)
+from accel.cost import DEFAULT_PARAMS, CostParams, OpCost, op_times
+from accel.grouping import CHUNK, chunks, dense_ids, run_starts
 from accel.ops import F64, I64, B, OpArrays, RequestArrays, RunArrays
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits

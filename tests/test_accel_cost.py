@@ -10,15 +10,8 @@ from accel_reference import random_run, ref_op_times
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accel.cost import (
-    CostParams,
-    dense_ids,
-    group_instance,
-    op_times,
-    rank_in_runs,
-    run_starts,
-    tile_plan,
-)
+from accel.cost import CostParams, group_instance, op_times, tile_plan
+from accel.grouping import dense_ids, rank_in_runs, run_starts
 from accel.ops import OpArrays
 from accel.profiles import PROFILES, get_profile
 

@@ -13,8 +13,9 @@ import pytest
 from tests.incident_runs import incident_runs, triage_doc
 from workbench.errors import WorkbenchError
 from workbench.triage.export import export_text, write_export
-from workbench.triage.export_md import code, esc, render_markdown
+from workbench.triage.export_md import render_markdown
 from workbench.triage.incident import create_incident
+from workbench.triage.md_text import code, esc
 from workbench.triage.summary import build_summary
 from workbench.triage.workflow import attach_triage, pair
 

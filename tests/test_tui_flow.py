@@ -1,7 +1,7 @@
 """The whole flow on the sample store, by keys only: runs list -> exported closure summary.
 
-Every message handler must stay under TEXTUAL_SLOW_THRESHOLD (200 ms) along the way, and quitting
-in the middle and starting again must resume the same incident where it was.
+Every message handler must stay under TEXTUAL_SLOW_THRESHOLD (200 ms of CPU time) along the way,
+and quitting in the middle and starting again must resume the same incident where it was.
 """
 
 from __future__ import annotations

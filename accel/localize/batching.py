@@ -10,7 +10,7 @@ from typing import Final
 
 import numpy as np
 
-from accel.cost import run_starts
+from accel.grouping import run_starts
 from accel.localize.requeue import REPRO_QS, QueueState, batch_heads, batch_ids
 from accel.ops import F64, I64, OpArrays, RequestArrays
 from accel.stats import quantile

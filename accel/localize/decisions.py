@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.cost import OpCost, dense_ids, retimed
+from accel.cost import OpCost, retimed
+from accel.grouping import dense_ids
 from accel.ops import F64, I64, B, OpArrays, name_codes
 from accel.profiles import HardwareProfile
 from accel.stages import STAGE_CODE

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accel.cost import dense_ids
+from accel.grouping import dense_ids
 from accel.localize.confidence import Candidate
 from accel.localize.requeue import QueueState, arrival_rate, requeue, stretched
 from accel.ops import F64, I64, OpArrays, RequestArrays, joint_name_codes, name_codes

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from accel.cost import dense_ids, first_index, run_starts
+from accel.grouping import dense_ids, first_index, run_starts
 from accel.ops import F64, I8, I64, B, OpArrays, RunArrays, joint_name_codes
 from accel.replay import stage_times
 from accel.stages import STAGE_CODE

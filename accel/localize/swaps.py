@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from accel.cost import rank_in_runs
+from accel.grouping import rank_in_runs
 from accel.localize.batching import SIM_TOLERANCE, ingress_swap
 from accel.localize.gaps import gap_share, mean_share
 from accel.localize.matching import (

@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from accel.cost import dense_ids
+from accel.grouping import dense_ids
 from accel.stages import STAGES
 from workbench.store.engine_steps import UNIT as ENGINE_STEP
 from workbench.store.engine_steps import is_step

@@ -100,7 +100,9 @@ def read_run_row(store: Path, run_id: str) -> dict[str, object] | None:
 
     from workbench.store import schema
 
-    rows = pq.read_table(path, schema=schema.RUNS).to_pylist()
+    # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose first use
+    # costs ~70 ms, paid at the start of every triage for one row.
+    rows = _conform(pq.ParquetFile(path).read(), schema.RUNS).to_pylist()
     return rows[0] if rows else None
 
 

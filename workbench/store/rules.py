@@ -14,7 +14,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from accel.cost import dense_ids
+from accel.grouping import dense_ids
 from accel.stages import STAGE_CODE
 from workbench.errors import WorkbenchError
 

@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from accel.cost import dense_ids
+from accel.grouping import dense_ids
 from accel.stages import OTHER, STAGES
 from workbench.store import null_arrays, schema
 from workbench.store.attribution import (

@@ -16,7 +16,8 @@ from typing import Any, Final
 import numpy as np
 
 from accel import stats
-from accel.cost import OpCost, op_times, rank_in_runs, retimed
+from accel.cost import OpCost, op_times, retimed
+from accel.grouping import rank_in_runs
 from accel.ops import OpArrays, RunArrays
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits

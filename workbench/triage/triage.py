@@ -5,42 +5,32 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 import duckdb
-import numpy as np
-import pyarrow as pa
 
-from accel.cost import OpCost, op_times
+from accel.cost import op_times
 from accel.localize import (
     SUMMARY_QNAMES,
     Localization,
-    Replayed,
-    SwapInputs,
     TriggerPolicy,
     localize,
-    prepare_swaps,
     replayed,
 )
 from accel.ops import RunArrays
-from accel.primary_metric import primary_metric
 from accel.profiles import HardwareProfile, get_profile, match_profile
 from workbench.errors import WorkbenchError
 from workbench.store import db, heap
 from workbench.store.arrays import (
-    CompileRows,
     compile_rows,
-    compiled_shapes,
-    has_op_table,
-    load_run_arrays,
     run_exists,
     verify_present,
 )
 from workbench.store.layout import check_run_id, read_run_row
-from workbench.triage import evidence, graph_break, pairing, retuning
+from workbench.triage import evidence, graph_break, lanes, pairing, retuning
 from workbench.triage.evidence import EvidenceTable, Interval, StageRow
 from workbench.triage.hardware_pair import check_enough_requests
 from workbench.triage.triage_claims import Claim, jsonable, pair_claims
@@ -262,8 +252,8 @@ def _triage(
         with ThreadPoolExecutor(max_workers=1) as pool:
             try:
                 fetched = pool.submit(compile_rows, cur, failing)
-                shapes = pool.submit(_shape_buckets, cur, failing, fetched)
-                lane = pool.submit(_comparator, cur, comparator, hw, metric_done)
+                shapes = pool.submit(lanes.shape_buckets, cur, failing, fetched)
+                lane = pool.submit(lanes.comparator_lane, cur, comparator, hw, metric_done)
                 with duck:
                     warnings = pairing.pair_warnings(
                         con, failing, comparator, suspect=suspect, fixed=fixed
@@ -280,13 +270,20 @@ def _triage(
                     warm_f = warmup_of(con, failing, fetched=fetched.result())
                     step("primary metric, retuning and replay", 0.15)
                     # Steady state only: warm-up requests are not a regression (not even loaded).
-                    steady_f = _load(con, failing, warm_f)
-                swap = pool.submit(_swap_inputs, metric_done, steady_f, lane)
+                    steady_f = lanes.load_steady(con, failing, warm_f)
+                swap = pool.submit(lanes.swap_inputs_lane, metric_done, steady_f, lane)
                 found = pool.submit(
-                    _evidence, cur, duck, failing, comparator, warm_f, fetched.result(), lane
+                    lanes.evidence_lane,
+                    cur,
+                    duck,
+                    failing,
+                    comparator,
+                    warm_f,
+                    fetched.result(),
+                    lane,
                 )
                 op_cost = op_times(steady_f.ops, hw)
-                pm_rows = _metric_rows("failing", steady_f, warm_f, hw, op_cost)
+                pm_rows = lanes.metric_rows("failing", steady_f, warm_f, hw, op_cost)
                 metric_done.set()
                 bucket_params, buckets = shapes.result()
                 actions = retuning.propose(
@@ -420,136 +417,6 @@ def _sla(con: duckdb.DuckDBPyConnection, run_id: str) -> float | None:
     row = db.query(con, "run_sla", {"run_id": run_id}).to_pylist()[0]
     v = row["sla_us"]
     return float(v) if v is not None and math.isfinite(float(v)) and v > 0 else None
-
-
-def _load(con: duckdb.DuckDBPyConnection, run_id: str, warm: Warmup) -> RunArrays:
-    """The run's steady state (warm-up requests left out); ops without per-op text lists,
-    which nothing in a triage reads (their codes do), saving ~0.3 s and 80 MB per 5M ops."""
-    run = load_run_arrays(
-        con,
-        run_id,
-        skip_requests=warm.affected_requests,
-        texts=False,
-        shapes=warm.compiled_shapes,
-    )
-    return graph_break.with_regions(con, run)
-
-
-def _release_duckdb_memory(con: duckdb.DuckDBPyConnection) -> None:
-    """Make duckdb hand back the memory it keeps after big scans (none of it reported by
-    duckdb_memory()): lowering the limit frees it, then the default limit comes back. Only
-    while no other cursor runs a query."""
-    con.execute("SET memory_limit = '64MB'")
-    con.execute("RESET memory_limit")
-
-
-def _shape_buckets(
-    con: duckdb.DuckDBPyConnection, failing: str, fetched: Future[CompileRows]
-) -> tuple[dict[str, Any], pa.Table]:
-    """The failing run's shape buckets (seen at compile time or not) and their parameters."""
-    # Run here, not after the failing run's load: as the worker's first tasks this staggers
-    # the two lanes (queued behind the comparator instead, the comparator's replay meets the
-    # failing run's op_times and a 10M-event triage takes 0.2-0.3 s longer).
-    shapes = compiled_shapes(con, failing, fetched.result())
-    params = {"run_id": failing, "compiled_shapes": sorted(shapes)}
-    return params, db.query(con, "shape_buckets", params)
-
-
-def _comparator(
-    con: duckdb.DuckDBPyConnection,
-    comparator: str,
-    hw: HardwareProfile,
-    metric_done: threading.Event,
-) -> tuple[Warmup, RunArrays, Replayed]:
-    """The comparator's warm-up, steady state and replay."""
-    warm_c = warmup_of(con, comparator)
-    if not has_op_table(con, comparator):
-        # Decoded from its Parquet into fresh memory: not beside the failing run's primary
-        # metric, or the two would pass 2 GB on 10M events.
-        metric_done.wait()
-    steady_c = _load(con, comparator, warm_c)
-    return warm_c, steady_c, replayed(steady_c, hw)
-
-
-def _swap_inputs(
-    metric_done: threading.Event,
-    steady_f: RunArrays,
-    lane: Future[tuple[Warmup, RunArrays, Replayed]],
-) -> SwapInputs:
-    """prepare_swaps of the pair, once the failing run's primary metric is done: its temporaries
-    and the swap inputs side by side would pass 2 GB on 10M events."""
-    metric_done.wait()
-    return prepare_swaps(steady_f, lane.result()[1])
-
-
-def _evidence(
-    con: duckdb.DuckDBPyConnection,
-    duck: threading.Lock,
-    failing: str,
-    comparator: str,
-    warm_f: Warmup,
-    fetched: CompileRows,
-    lane: Future[tuple[Warmup, RunArrays, Replayed]],
-) -> tuple[dict[str, EvidenceTable], list[StageRow], StageRow, evidence.ShapeDrift]:
-    """The evidence tables, stage rows (steady and end-to-end with warm-up) and shape drift;
-    duckdb's cache is released afterwards."""
-    skip_f, skip_c = warm_f.affected_requests, lane.result()[0].affected_requests
-    tables = evidence.pair_tables(
-        con,
-        failing,
-        comparator,
-        names=evidence.TRIAGE_QUERIES,
-        skip_failing=skip_f,
-        skip_comparator=skip_c,
-        given=(EvidenceTable("compile_phases", fetched.params, fetched.phases),),
-    )
-    samples = evidence.stage_samples(con, failing, comparator)
-    tables["stage_samples"] = samples
-    stages = evidence.stage_rows(samples.table, skip_failing=skip_f, skip_comparator=skip_c)
-    with_warmup = evidence.stage_rows(samples.table, stages=("latency",))[0]
-    drift = evidence.shape_drift(con, failing, comparator)
-    # The release needs no query running: the other thread's run under the same lock.
-    with duck:
-        _release_duckdb_memory(con)
-    return tables, stages, with_warmup, drift
-
-
-def _metric_rows(
-    role: str, run: RunArrays, warm: Warmup, hw: HardwareProfile, op_cost: OpCost | None = None
-) -> list[dict[str, Any]]:
-    """The primary metric of one run, one flat row per shape bucket (seen / drifted)."""
-    # The compile log's steady recompiles price a new shape; without them primary_metric uses
-    # the run's own recompile events, or reports the gain gross.
-    cost = float(np.median([c.duration_us for c in warm.steady])) if warm.steady else None
-    pm = primary_metric(run, hw, compile_us=cost, op_cost=op_cost)
-    rows = []
-    for b in pm.buckets.values():
-        static99 = b.static_us.get("p99", math.nan)
-        gain99 = b.gain_us.get("p99", math.nan)
-        rows.append(
-            {
-                "role": role,
-                "run_id": run.run_id,
-                "bucket": b.bucket,
-                "n_requests": b.n_requests,
-                "n_ops": b.n_ops,
-                "estimate_share": b.estimate_share,
-                "mape": b.mape_pct,
-                "spearman": b.spearman,
-                "regret_pct": b.regret_pct,
-                "fallback_share": b.fallback_share,
-                "fallback_regret_pct": b.fallback_regret_pct,
-                "observed_plan": b.observed_plan,
-                **{f"static_{k}_us": v for k, v in b.static_us.items()},
-                **{f"adapted_{k}_us": v for k, v in b.adapted_us.items()},
-                **{f"gain_{k}_us": v for k, v in b.gain_us.items()},
-                "gain_p99": gain99 / static99 * 100 if static99 > 0 else math.nan,
-                "recompile_us": b.recompile_us,
-                "net_of_compile": b.net_of_compile,
-                "compile_us": pm.compile_us,
-            }
-        )
-    return rows
 
 
 def _warm_json(w: Warmup) -> dict[str, Any]:
