@@ -126,14 +126,24 @@ def replayed_quantiles(
     size = np.diff(first)
     single = bool(np.all(size == 1))
     out = np.empty((n_boot, len(qs)))
+    draws = []
     for s in range(0, n_boot, _ROWS):
         rows = min(_ROWS, n_boot - s)
         jobs = rng.integers(0, nj, size=(rows, nj))
         step = gaps[rng.integers(0, gaps.size, size=(rows, nj))]
         step[:, 0] = 0.0
-        anchor = np.cumsum(step, axis=1)
+        draws.append((jobs, np.cumsum(step, axis=1)))
+    if qu.slots > 1:
+        # The slot loop steps through the jobs in Python: once for every replay at once (the
+        # budget in queue_gap_intervals bounds replays x jobs).
+        every = np.concatenate([j for j, _ in draws])
+        waits = _waits_slots(
+            np.concatenate([a for _, a in draws]), hold[every], length[every], qu.slots
+        )
+    for k, (jobs, anchor) in enumerate(draws):
+        s, rows = k * _ROWS, jobs.shape[0]
         if qu.slots > 1:
-            wait = _waits_slots(anchor, hold[jobs], length[jobs], qu.slots)
+            wait = waits[s : s + rows]
         else:
             wait = _waits_one_server(anchor, hold[jobs], length[jobs])
         if single:  # a request per job: rows of equal length
