@@ -52,7 +52,6 @@ from workbench.store.trace_import import attribute
 TRACE_SUFFIXES = (".json", ".json.gz", ".trace")
 _GLOB_CHARS = frozenset("*?[")
 _ID_SHIFT = 32  # event ids of file k are k << 32 plus the id within the file
-_ROW_GROUP = 256 * 1024  # as layout.write_table: one member's rows start a new row group
 # Columns of the runs row a fleet states only when every file agrees.
 _SHARED = (
     "model",
@@ -187,8 +186,9 @@ def encode(table: pa.Table, name: str) -> bytes:
     """A table of the partitioned table `name` as the bytes of a whole zstd Parquet file,
     written as the store writes it (SplicedWriter joins such files)."""
     sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(sink, schema.PARTITIONED[name], compression="zstd") as writer:
-        writer.write_table(table, row_group_size=_ROW_GROUP)
+    file_schema = schema.PARTITIONED[name]
+    with pq.ParquetWriter(sink, file_schema, **layout.parquet_options(file_schema)) as writer:
+        writer.write_table(table, row_group_size=layout.ROW_GROUP)  # a member starts a row group
     return bytes(sink.getvalue())
 
 

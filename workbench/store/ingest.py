@@ -185,6 +185,8 @@ def ingest(
     try:
         check_cancel(cancel, subject)
         release_freed()
+        # The args text (half a real trace's bytes) is only written: held packed until then.
+        opened.pack_text = True
         # Passed on, not kept here: _import_decoded lets the decoded columns go when done.
         return _import_decoded(
             store, path, opened.decode(), opened, rid, fp, label, tags, compile_log, rules,
@@ -251,7 +253,8 @@ def _import_decoded(
     if progress is not None:
         progress(IngestProgress(subject, "write", n_bytes, n_bytes, n_kept))
     try:
-        commit_run(store, RunTables(run, att.events, att.requests, compiles), source=subject)
+        tables = RunTables(run, att.events, att.requests, compiles, att.packed_args)
+        commit_run(store, tables, source=subject)
     except RunExists:
         # An identical import committed meanwhile (two at once): this one changes nothing.
         if existing_matches(store, rid, opened.sha, fp, subject):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import pairwise, repeat
 from operator import attrgetter, is_not
 from typing import Any
 
@@ -14,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from workbench.store.chrome_trace import NO_EVENTS
+from workbench.store.packed_text import PackedText
 from workbench.store.trace_columns import NO_ARGS, TraceColumns
 
 I64 = npt.NDArray[np.int64]
@@ -80,7 +82,7 @@ class KinetoArgs(msgspec.Struct, gc=False):
 
 @dataclass
 class ArgColumns:
-    """Columns taken from args, plus the args text itself."""
+    """Columns taken from args, plus the args text itself (or its packed chunks)."""
 
     correlation: I64
     correlation_valid: B1
@@ -91,7 +93,7 @@ class ArgColumns:
     shape: pa.Array | pa.ChunkedArray
     nbytes: pa.Array | pa.ChunkedArray
     flops: pa.Array | pa.ChunkedArray
-    text: pa.Array | pa.ChunkedArray
+    text: pa.Array | pa.ChunkedArray | PackedText
 
 
 _NUMERIC = ("correlation", "correlation_valid", "external_id", "external_id_valid")
@@ -104,15 +106,20 @@ def concat_args(parts: list[ArgColumns], keep: B1 | None) -> ArgColumns:
     for name in _NUMERIC:
         arrs = [getattr(p, name) for p in parts]
         out[name] = np.concatenate(arrs) if arrs else np.zeros(0, np.int64)
-    for name in _ARROW:
+    # The parts of a packed decode share one PackedText (decode_args' text_sink).
+    packed = parts[0].text if parts and isinstance(parts[0].text, PackedText) else None
+    arrow = [name for name in _ARROW if packed is None or name != "text"]
+    for name in arrow:
         arrs = [getattr(p, name) for p in parts]
         out[name] = pa.chunked_array(arrs, type=_TYPES[name])
     if keep is not None:
         mask = pa.array(keep)
         for name in _NUMERIC:
             out[name] = out[name][keep]
-        for name in _ARROW:
+        for name in arrow:
             out[name] = out[name].filter(mask)
+    if packed is not None:
+        out["text"] = packed if keep is None else packed.filter(keep)
     return ArgColumns(**out)
 
 
@@ -142,36 +149,66 @@ def _small_ints(parsed: list[KinetoArgs], key: str) -> pa.Array:
     return pa.array(np.where(ok, arr, 0).astype(np.int32), mask=~ok)
 
 
-def decode_args(raws: list[msgspec.Raw], subject: str) -> ArgColumns:
-    """Decode only the args keys we need, all events of a chunk in one decoder call."""
-    n = len(raws)
-    present = np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=n)
+def decode_args(
+    raws: list[msgspec.Raw], subject: str, text_sink: PackedText | None = None
+) -> ArgColumns:
+    """Decode only the args keys we need, all events of a chunk in one decoder call.
+
+    With `text_sink` the args text goes there (packed) and the result's text is the sink.
+    """
     # One JSON array "[a,b,...]" built in C from the raw slices: a single decode call.
-    encoded = msgspec.json.encode(raws)
+    values = arg_values(msgspec.json.encode(raws), lambda: [bytes(r) for r in raws])
+    text: pa.Array | PackedText = args_text(raws)
+    if text_sink is not None:
+        text_sink.add(text)
+        text = text_sink
+    return ArgColumns(**values, text=text)
+
+
+def args_text(raws: list[msgspec.Raw]) -> pa.StringArray:
+    """The args column of a chunk: each event's args as JSON text, null where it has none."""
+    present = np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=len(raws))
+    return _string_column(raws, present)
+
+
+def arg_values(encoded: bytes, raws: Callable[[], list[bytes]]) -> dict[str, Any]:
+    """The ArgColumns fields but text, from a chunk's args as one JSON array (`raws` gives
+    them one by one, for a chunk where some value is of an unusual type)."""
     try:
         parsed = _ARGS_DECODER.decode(encoded)
     except msgspec.ValidationError:
-        parsed = [_lenient(bytes(r)) for r in raws]
+        parsed = [_lenient(r) for r in raws()]
     del encoded
-    text = _string_column(raws, present)
+    n = len(parsed)
     corr, corr_valid = _ids(parsed, "correlation")
     ext, ext_valid = _ids(parsed, "external_id")
     dims = list(map(attrgetter("input_dims"), parsed))
     has_dims = np.fromiter(map(len, dims), dtype=np.int64, count=n) > 0
     # DESIGN §4 spells shapes without blanks ("[[8,96,256],[256,256]]"); Kineto writes ", ".
     shape = _string_column(dims, has_dims, drop_blanks=True)
-    return ArgColumns(
-        correlation=corr,
-        correlation_valid=corr_valid,
-        external_id=ext,
-        external_id_valid=ext_valid,
-        stream=_small_ints(parsed, "stream"),
-        device=_small_ints(parsed, "device"),
-        shape=shape,
-        nbytes=pa.array(list(map(attrgetter("nbytes"), parsed)), type=pa.float64()),
-        flops=pa.array(list(map(attrgetter("flops"), parsed)), type=pa.float64()),
-        text=text,
-    )
+    return {
+        "correlation": corr,
+        "correlation_valid": corr_valid,
+        "external_id": ext,
+        "external_id_valid": ext_valid,
+        "stream": _small_ints(parsed, "stream"),
+        "device": _small_ints(parsed, "device"),
+        "shape": shape,
+        "nbytes": pa.array(list(map(attrgetter("nbytes"), parsed)), type=pa.float64()),
+        "flops": pa.array(list(map(attrgetter("flops"), parsed)), type=pa.float64()),
+    }
+
+
+def text_values(offsets: bytes, data: bytes) -> dict[str, Any]:
+    """arg_values of a chunk given as its args column's buffers (args_text: int32 offsets from
+    0, then the characters, every slot a JSON value, "{}" where the event had no args)."""
+    ends = np.frombuffer(offsets, dtype=np.int32)
+    # The slots joined by commas: exactly the array msgspec.json.encode makes of the raws.
+    body = np.insert(np.frombuffer(data, dtype=np.uint8), ends[1:-1], ord(","))
+    encoded = b"[" + body.tobytes() + b"]"
+    del body
+    bounds = ends.tolist()
+    return arg_values(encoded, lambda: [data[a:b] for a, b in pairwise(bounds)])
 
 
 _ARGS_DECODER = msgspec.json.Decoder(list[KinetoArgs])

@@ -14,7 +14,6 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from workbench.errors import WorkbenchError
 
@@ -147,17 +146,18 @@ class _Strings:
         self.values: list[str | None] = []
 
     def encode(self, values: list[str | None]) -> I32:
-        enc = pc.dictionary_encode(pa.array(values, type=pa.string()), null_encoding="encode")
-        local: list[str | None] = enc.dictionary.to_pylist()
-        remap = np.empty(len(local), dtype=np.int32)
-        for i, v in enumerate(local):
-            code = self.codes.get(v)
-            if code is None:
-                code = self.codes[v] = len(self.values)
+        codes = self.codes
+        try:
+            # A trace names a few hundred things over and over: after the first chunk every
+            # value is usually known, and a lookup each is ~5x cheaper than an Arrow encode.
+            return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values))
+        except KeyError:
+            pass
+        for v in dict.fromkeys(values):  # new values numbered in order of first appearance
+            if v not in codes:
+                codes[v] = len(self.values)
                 self.values.append(v)
-            remap[i] = code
-        idx = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        return remap[idx] if len(remap) else np.zeros(0, dtype=np.int32)
+        return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values))
 
 
 def thread_key(pid_key: I64, tid_key: I64) -> I64:
@@ -168,10 +168,16 @@ def thread_key(pid_key: I64, tid_key: I64) -> I64:
 
 
 def _phase_codes(phs: Sequence[str]) -> U8:
+    """Each phase's letter code; 0 for a phase that is not one ASCII character."""
     joined = "".join(phs)
-    if len(joined) == len(phs) and joined.isascii():
+    # Lengths summing to the count are all 1 only when none is longer ("XX" beside "").
+    if len(joined) == len(phs) and joined.isascii() and max(map(len, phs), default=1) == 1:
         return np.frombuffer(joined.encode("ascii"), dtype=np.uint8).copy()
     return np.array([ord(p[0]) if len(p) == 1 and p.isascii() else 0 for p in phs], np.uint8)
+
+
+def _first(codes: U8, code: int) -> int:
+    return int(np.argmax(codes == code))
 
 
 _ROW = np.zeros(256, dtype=np.bool_)
@@ -208,8 +214,20 @@ class ColumnBuilder:
         base = self.seen
         self.seen += len(events)
         phs = [e.ph for e in events]
-        self.read.update(phs)
         codes = _phase_codes(phs)
+        if codes.all():  # one ASCII letter each: counted from the codes, not the strings
+            counts = np.bincount(codes, minlength=256)
+            seen = np.flatnonzero(counts).tolist()
+            # Phases first met here are keyed in order of appearance, as Counter.update does.
+            new = sorted(
+                (c for c in seen if chr(c) not in self.read), key=lambda c: _first(codes, c)
+            )
+            for c in new:
+                self.read[chr(c)] = 0
+            for c in seen:
+                self.read[chr(c)] += int(counts[c])
+        else:
+            self.read.update(phs)
         del phs
         try:
             pid, pid_valid, pid_key = self.keys.column([e.pid for e in events])

@@ -32,6 +32,7 @@ from workbench.store.kineto import (
     launch_links,
 )
 from workbench.store.nesting import enclosing
+from workbench.store.packed_text import PackedText
 from workbench.store.rules import Rules, distinct_pairs, pair_mask, stage_codes
 from workbench.store.torch_compile import mark_compiles, mark_fallback
 from workbench.store.trace_columns import TraceColumns
@@ -74,6 +75,8 @@ class Attributed:
     background_events: int
     graph: GraphReplays = field(default_factory=lambda: GraphReplays(0, 0, 0))
     unattributed_by_category: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # The args column when decoded packed: `events` then lacks it (layout writes it back in).
+    packed_args: PackedText | None = None
 
 
 def _masked(values: I64, valid: npt.NDArray[np.bool_], typ: pa.DataType) -> pa.Array:
@@ -132,41 +135,45 @@ def attribute(
     kernel = _masked_view(name_str, is_kernel)
     lanes = kernel_lanes(kernel_mask, args.device, args.stream, cols)
     nulls_f = null_arrays.nulls(n, pa.float64())
-    events = pa.table(
-        {
-            "event_id": pa.array(np.arange(n, dtype=np.int64)),
-            "request_id": request_id,
-            "stage": stage_arr,
-            "category": category.cast(pa.string()),
-            "name": name_str,
-            "ts_us": pa.array(ts - t0),
-            "dur_us": pa.array(dur),
-            "device": args.device,
-            "core": lanes,
-            "stream": args.stream,
-            "pid": _masked(cols.pid, cols.pid_valid, pa.int64()),
-            "tid": _masked(cols.tid, cols.tid_valid, pa.int64()),
-            "correlation": _masked(args.correlation, args.correlation_valid, pa.int64()),
-            "parent_id": pa.array(parent, mask=parent < 0),
-            "shape": args.shape,
-            "flops": args.flops,
-            "bytes": args.nbytes,
-            "kernel": kernel,
-            "tile": null_arrays.nulls(n, pa.string()),
-            "fusion_group": null_arrays.nulls(n, pa.int64()),
-            "mem_tier": null_arrays.nulls(n, pa.string()),
-            "predicted_us": nulls_f,
-            "fallback": fallback,
-            "recompile": pa.array(marks.recompile),
-            "compile_id": marks.compile_id,
-            "args": args.text,
-            # A run of one file: where in a fleet is the runs row's business (null here).
-            "host": null_arrays.nulls(n, pa.string()),
-            "rank": null_arrays.nulls(n, pa.int32()),
-            "window": null_arrays.nulls(n, pa.int32()),
-        },
-        schema=schema.EVENTS_FILE,
-    )
+    columns: dict[str, Any] = {
+        "event_id": pa.array(np.arange(n, dtype=np.int64)),
+        "request_id": request_id,
+        "stage": stage_arr,
+        "category": category.cast(pa.string()),
+        "name": name_str,
+        "ts_us": pa.array(ts - t0),
+        "dur_us": pa.array(dur),
+        "device": args.device,
+        "core": lanes,
+        "stream": args.stream,
+        "pid": _masked(cols.pid, cols.pid_valid, pa.int64()),
+        "tid": _masked(cols.tid, cols.tid_valid, pa.int64()),
+        "correlation": _masked(args.correlation, args.correlation_valid, pa.int64()),
+        "parent_id": pa.array(parent, mask=parent < 0),
+        "shape": args.shape,
+        "flops": args.flops,
+        "bytes": args.nbytes,
+        "kernel": kernel,
+        "tile": null_arrays.nulls(n, pa.string()),
+        "fusion_group": null_arrays.nulls(n, pa.int64()),
+        "mem_tier": null_arrays.nulls(n, pa.string()),
+        "predicted_us": nulls_f,
+        "fallback": fallback,
+        "recompile": pa.array(marks.recompile),
+        "compile_id": marks.compile_id,
+        "args": args.text,
+        # A run of one file: where in a fleet is the runs row's business (null here).
+        "host": null_arrays.nulls(n, pa.string()),
+        "rank": null_arrays.nulls(n, pa.int32()),
+        "window": null_arrays.nulls(n, pa.int32()),
+    }
+    packed = args.text if isinstance(args.text, PackedText) else None
+    file_schema = schema.EVENTS_FILE
+    if packed is not None:
+        del columns["args"]
+        file_schema = file_schema.remove(file_schema.get_field_index("args"))
+    events = pa.table(columns, schema=file_schema)
+    del columns
     # Compilations (fake tensors) and compiled code (flattened views) do not show the input.
     usable = np.asarray(marks.compile_id.is_null().to_numpy(zero_copy_only=False), np.bool_)
     compiled = ~np.asarray(pc.fill_null(fallback, True).to_numpy(zero_copy_only=False), np.bool_)
@@ -187,6 +194,7 @@ def attribute(
         background_events=int((request_of < 0).sum()),
         unattributed_by_category=unattributed(cols.category, stage),
         graph=graph_replays(rules, pairs, runtime, device, launcher),
+        packed_args=packed,
     )
 
 

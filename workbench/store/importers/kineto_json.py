@@ -9,7 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+import pyarrow as pa
+
 from workbench.errors import WorkbenchError
+from workbench.store import args_worker
+from workbench.store.args_worker import ArgsWorker
 from workbench.store.chrome_stream import EventStream, Fallback
 from workbench.store.chrome_trace import GZIP_MAGIC, read_source, split_events, utf16_encoding
 from workbench.store.importers.devices import device_meta
@@ -17,10 +21,13 @@ from workbench.store.importers.protocol import Decoded, Opened
 from workbench.store.kineto import (
     ArgColumns,
     KinetoFile,
+    args_text,
     concat_args,
     decode_args,
     run_metadata,
+    text_values,
 )
+from workbench.store.packed_text import PackedText
 from workbench.store.progress import ImportCancelled, IngestProgress, ProgressFn, check_cancel
 from workbench.store.run_row import file_sha
 from workbench.store.trace_columns import ColumnBuilder, TraceColumns, TraceEvent
@@ -68,11 +75,12 @@ class KinetoJson:
         # Nothing is read yet: decode streams the file and hashes it on the way. The hash is
         # read ahead of decoding only when the run already exists (an unchanged re-import).
         state = _Read()
-        return Opened(
+        opened = Opened(
             lambda: state.sha or file_sha(path),
             lambda: state.n_bytes or _file_size(path),
-            lambda: _decode(path, state, progress, cancel),
+            lambda: _decode(path, state, progress, cancel, opened.pack_text),
         )
+        return opened
 
 
 @dataclass
@@ -95,14 +103,19 @@ def _decode(
     state: _Read,
     progress: ProgressFn | None,
     cancel: threading.Event | None,
+    pack_text: bool,
 ) -> Decoded:
     subject = str(path)
+    # Forked first, before the reader thread starts: the helper is a copy of one thread.
+    helper = _helper(path) if pack_text else None
     try:
         with EventStream(path) as stream:
             if progress is not None:
                 progress(IngestProgress(subject, "read", 0, stream.reader.size, 0))
             total = stream.reader.text_total
-            cols, args = _columns(stream.chunks(KinetoFile), subject, total, progress, cancel)
+            cols, args = _columns(
+                stream.chunks(KinetoFile), subject, total, progress, cancel, pack_text, helper
+            )
             header = cast(KinetoFile | None, stream.header)
             warnings: list[str] = []
             state.sha, state.n_bytes = stream.reader.sha, stream.reader.text_done
@@ -111,13 +124,30 @@ def _decode(
     except (Fallback, WorkbenchError):
         # Anything odd (damage, a cut-off array, UTF-16, a limit): the whole-text reader
         # judges it, with its precise errors and salvage.
+        if helper is not None:
+            helper.close()
         data, state.sha = read_source(path, progress, cancel)
         state.n_bytes = len(data)
         warnings = []
         header, chunks = split_events(data, subject, KinetoFile, warnings)
         del data
-        cols, args = _columns(chunks, subject, lambda: state.n_bytes, progress, cancel)
+        cols, args = _columns(chunks, subject, lambda: state.n_bytes, progress, cancel, pack_text)
+    finally:
+        if helper is not None:
+            helper.close()
     return _decoded(header, cols, args, warnings)
+
+
+def _helper(path: Path) -> ArgsWorker | None:
+    """A helper process for a file big enough to pay for it (its size on disk: a gzip file's
+    text is larger, which errs on the side of no helper)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None  # the reader names the problem
+    if size < args_worker.MIN_BYTES or not args_worker.available():
+        return None
+    return ArgsWorker()
 
 
 def _columns(
@@ -126,22 +156,56 @@ def _columns(
     total: Callable[[], int],
     progress: ProgressFn | None,
     cancel: threading.Event | None,
+    pack_text: bool = False,
+    helper: ArgsWorker | None = None,
 ) -> tuple[TraceColumns, ArgColumns]:
-    """The kept events' columns and their args, chunk by chunk."""
+    """The kept events' columns and their args, chunk by chunk (the args text packed on a
+    second thread as it comes when `pack_text`; the args keys decoded by `helper`, a process,
+    when given with it)."""
     builder = ColumnBuilder(subject)
-    arg_parts = []
-    for events, done in chunks:
-        check_cancel(cancel, subject)
-        arg_parts.append(decode_args(builder.add(events), subject))
-        del events
-        if progress is not None:
-            progress(IngestProgress(subject, "decode", done, max(total(), done), builder.seen))
+    arg_parts: list[ArgColumns] = []
+    sink = PackedText() if pack_text else None
+    try:
+        for events, done in chunks:
+            check_cancel(cancel, subject)
+            raws = builder.add(events)
+            del events
+            if helper is not None and sink is not None:
+                text = args_text(raws)
+                sink.add(text)
+                helper.submit(text)
+                del text
+            else:
+                arg_parts.append(decode_args(raws, subject, sink))
+            del raws
+            if progress is not None:
+                progress(IngestProgress(subject, "decode", done, max(total(), done), builder.seen))
+        if helper is not None and sink is not None:
+            arg_parts = _helper_parts(helper, sink)
+    finally:
+        if sink is not None:
+            sink.close()
     del chunks
     cols, keep = builder.finish()
     args = concat_args(arg_parts, keep)
     if cols.n == 0:
         raise WorkbenchError(subject, "trace holds no events")
     return cols, args
+
+
+def _helper_parts(helper: ArgsWorker, sink: PackedText) -> list[ArgColumns]:
+    """Each chunk's ArgColumns from the helper's values, or, should it have failed, decoded
+    here from the packed text."""
+    values = helper.values()
+    if values is None:
+        values = [text_values(*_buffers(sink.chunk(i))) for i in range(sink.chunks)]
+    return [ArgColumns(**v, text=sink) for v in values]
+
+
+def _buffers(text: pa.StringArray) -> tuple[bytes, bytes]:
+    _, offsets, data = text.buffers()
+    assert offsets is not None
+    return offsets.to_pybytes()[: (len(text) + 1) * 4], data.to_pybytes() if data else b""
 
 
 def _decoded(

@@ -49,6 +49,9 @@ class Opened:
         self._sha = sha
         self._n_bytes = n_bytes
         self.decode = decode
+        # Set before decode by a caller that writes the events file itself (ingest): a format
+        # that can hand the args text over packed (ArgColumns.text a PackedText) then does.
+        self.pack_text = False
 
     @property
     def sha(self) -> str:
