@@ -3,7 +3,9 @@
 A regression is declared when, for p95 or p99, the gap's (1 - alpha) interval excludes zero
 AND the gap exceeds a practical threshold (default: a share of the comparator's quantile; with
 an SLO: a share of the SLO, when larger). The interval is a moving-block bootstrap whose block
-length comes from each run's own autocorrelation, and the comparator is checked against itself
+length comes from each run's own autocorrelation, widened where the queue reaches the tail to
+the queue bootstrap's (queue_bootstrap.py: the run-to-run variance of the queue's trajectory,
+which no within-run resample holds), and the comparator is checked against itself
 (its first half against its second by the same rule): both calibrations come from the data at
 hand. A gap past the threshold whose interval includes zero is "inconclusive" (too few requests
 to tell, with how many would), not "no regression". Outcomes: "regression", "no regression" or
@@ -21,6 +23,8 @@ import numpy as np
 
 from accel.block_bootstrap import block_bootstrap_quantile_diffs, block_length
 from accel.localize.gaps import QNAMES, QS, at_q
+from accel.localize.queue_bootstrap import queue_gap_intervals
+from accel.localize.requeue import QueueState
 from accel.ops import F64
 
 REGRESSION: Final[str] = "regression"
@@ -40,6 +44,9 @@ class TriggerPolicy:
     alpha: float = 0.05  # intervals are (1 - alpha)
     min_requests: int = 20  # fewer in either run: inconclusive
     check_comparator: bool = True  # the comparator's halves must not differ by the same rule
+    # where the queue reaches the tail, widen intervals to the queue bootstrap's (callers pass
+    # the runs' queues; see tail_gaps)
+    queue_bootstrap: bool = True
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,8 @@ class TailGaps:
     ci: dict[str, tuple[float, float]]
     rel: dict[str, float]
     block: tuple[int, int] = (1, 1)  # bootstrap block lengths of failing and comparator
+    # The queue bootstrap's intervals when it was run (ci is then the union with the block's).
+    queue_ci: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -69,9 +78,18 @@ class Trigger:
         return self.outcome == REGRESSION
 
 
-def tail_gaps(lf: F64, lc: F64, n_boot: int, seed: int, alpha: float = 0.05) -> TailGaps:
+def tail_gaps(
+    lf: F64,
+    lc: F64,
+    n_boot: int,
+    seed: int,
+    alpha: float = 0.05,
+    queues: tuple[QueueState, QueueState] | None = None,
+) -> TailGaps:
     """The p95/p99 latency gaps of failing (lf) over comparator (lc), both in arrival order,
-    with moving-block bootstrap intervals."""
+    with moving-block bootstrap intervals; with `queues` (each run's observed queue, where the
+    re-run reproduces it), each interval is widened to hold the queue bootstrap's too: a
+    block resample of one run misses the variance of the queue's trajectory."""
     lengths = (block_length(lf), block_length(lc))
     gaps: dict[str, float] = {}
     cis: dict[str, tuple[float, float]] = {}
@@ -83,7 +101,16 @@ def tail_gaps(lf: F64, lc: F64, n_boot: int, seed: int, alpha: float = 0.05) -> 
         gaps[name], cis[name] = d, (lo, hi)
         base = at_q(lc, q)
         rel[name] = d / base if base > 0 else math.nan
-    return TailGaps(gaps, cis, rel, lengths)
+    queue_ci: dict[str, tuple[float, float]] = {}
+    if queues is not None:
+        model = queue_gap_intervals(
+            *queues, [gaps[n] for n in QNAMES], QS, n_boot=n_boot, seed=seed + 29, alpha=alpha
+        )
+        for name, (lo, hi) in zip(QNAMES, model, strict=True):
+            if math.isfinite(lo) and math.isfinite(hi):
+                queue_ci[name] = (lo, hi)
+                cis[name] = (min(cis[name][0], lo), max(cis[name][1], hi))
+    return TailGaps(gaps, cis, rel, lengths, queue_ci)
 
 
 def thresholds(lc: F64, policy: TriggerPolicy) -> tuple[dict[str, float], str]:
@@ -133,14 +160,16 @@ def decide(
     n_boot: int,
     seed: int,
     context: tuple[str, ...] = (),
+    queues: tuple[QueueState, QueueState] | None = None,
 ) -> Trigger:
     """The trigger on the latencies of failing (lf) and comparator (lc) in arrival order.
 
     `context`: reasons known outside the latencies that make the pair inconclusive (hardware
-    or locked tags that differ beyond what the model accounts for)."""
+    or locked tags that differ beyond what the model accounts for). `queues`: both runs'
+    observed queues, given where the queue re-run reproduces them (see tail_gaps)."""
     lf = np.asarray(lf, dtype=np.float64)
     lc = np.asarray(lc, dtype=np.float64)
-    tg = tail_gaps(lf, lc, n_boot, seed, policy.alpha)
+    tg = tail_gaps(lf, lc, n_boot, seed, policy.alpha, queues)
     limit, basis = thresholds(lc, policy)
     fired = _fired(tg, limit)
 

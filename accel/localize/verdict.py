@@ -34,13 +34,15 @@ from accel.localize.direct import (
     direct_mechanism,
     load_candidate,
 )
-from accel.localize.gaps import QNAMES, at_q, gap_share, mean_share
+from accel.localize.gaps import QNAMES, QS, at_q, gap_share, mean_share
 from accel.localize.hardware import hardware_gap
 from accel.localize.matching import SwapInputs, swap_inputs
 from accel.localize.mechanism import mechanism_of, secondary_of
+from accel.localize.queue_bootstrap import queue_reaches
 from accel.localize.records import Claim, Localization, _Common
 from accel.localize.requeue import (
     REPRO_QNAMES,
+    QueueState,
     Reproduction,
     batch_heads,
     observed_queue,
@@ -150,7 +152,14 @@ def localize(
             f"({hg.share_of_gap['p95']:.0%}); the remaining {hg.remaining_gap_us['p95']:+.0f} "
             "us is not localized across hardware"
         )
-    trig = trigger(lf, lc, pol, n_boot=n_boot, seed=seed, context=tuple(reasons))
+    fq, cq = observed_queue(fr), observed_queue(cr)
+    rq_f, rq_c = reproduction(fq, fr), reproduction(cq, cr)
+    # The queue bootstrap is a model of the run: used where the queue reaches the tail of
+    # either run, and trusted only where the re-run gives back both tails.
+    reach = queue_reaches(fq, max(QS)) or queue_reaches(cq, max(QS))
+    use = pol.queue_bootstrap and reach and rq_f.reproduced and rq_c.reproduced
+    queues = (fq, cq) if use else None
+    trig = trigger(lf, lc, pol, n_boot=n_boot, seed=seed, context=tuple(reasons), queues=queues)
     tg = trig.gaps
     gaps, cis, rel = tg.gap, tg.ci, tg.rel
     claims: list[Claim] = [
@@ -169,11 +178,23 @@ def localize(
                 "p99_threshold_us": trig.threshold_us["p99"],
                 "block_failing": float(tg.block[0]),
                 "block_comparator": float(tg.block[1]),
+                **{
+                    f"{q}_queue_{e}_us": v
+                    for q, ci in tg.queue_ci.items()
+                    for e, v in zip(("lo", "hi"), ci, strict=True)
+                },
                 "n_failing": float(fr.size),
                 "n_comparator": float(cr.size),
             },
             "moving-block bootstrap of the quantile gap (block length from each run's "
-            "autocorrelation); practical threshold",
+            "autocorrelation)"
+            + (
+                ", widened to the queue bootstrap's interval (jobs and arrival gaps of each run "
+                "resampled and replayed through its queue)"
+                if tg.queue_ci
+                else ""
+            )
+            + "; practical threshold",
         ),
         Claim(f"{trig.outcome}: {trig.reason}", dict(trig.comparator_halves), "trigger"),
     ]
@@ -202,8 +223,8 @@ def localize(
     if not trig.regression:
         # Stated for every verdict: whether the queue model gives back each run's tail.
         rerun = {
-            "failing": _rerun_doc(reproduction(observed_queue(fr), fr)),
-            "comparator": _rerun_doc(reproduction(observed_queue(cr), cr)),
+            "failing": _rerun_doc(rq_f),
+            "comparator": _rerun_doc(rq_c),
         }
         return Localization(
             triggered=False,
@@ -218,7 +239,17 @@ def localize(
             **common,
         )
     return _localize_triggered(
-        failing, comparator, hw, method, trig, claims, common, replays, prepared, seed
+        failing,
+        comparator,
+        hw,
+        method,
+        trig,
+        claims,
+        common,
+        replays,
+        prepared,
+        seed,
+        (fq, cq, rq_f, rq_c),
     )
 
 
@@ -233,6 +264,7 @@ def _localize_triggered(
     replays: tuple[Replayed | None, Replayed | None],
     prepared: SwapInputs | Callable[[], SwapInputs] | None,
     seed: int,
+    queues: tuple[QueueState, QueueState, Reproduction, Reproduction],
 ) -> Localization:
     gaps = trig.gaps.gap
     fr, cr = failing.requests, comparator.requests
@@ -241,8 +273,7 @@ def _localize_triggered(
     lf = np.nan_to_num(np.asarray(fr.latency_us, dtype=np.float64), nan=0.0)
     lc = np.nan_to_num(np.asarray(cr.latency_us, dtype=np.float64), nan=0.0)
     f_heads, c_heads = batch_heads(fr), batch_heads(cr)
-    fq, cq = observed_queue(fr), observed_queue(cr)
-    rq_f, rq_c = reproduction(fq, fr), reproduction(cq, cr)
+    fq, cq, rq_f, rq_c = queues
     reproduced = rq_f.reproduced and rq_c.reproduced
     rerun = {"failing": _rerun_doc(rq_f), "comparator": _rerun_doc(rq_c)}
     worst = max(rq_f.worst, rq_c.worst)
