@@ -14,14 +14,16 @@ traffic for both runs; fault "none" is the A/A control. Methods: naive (first st
 time moved), no_swap (residual shift only), full (DESIGN §5). Reliability: the full method's
 confidence against how often its origin is right, in bins, with the expected calibration error.
 
-Every figure is given three times: over every pair at the requests per run set above (look 1;
+Every figure is given four times: over every pair at the requests per run set above (look 1;
 the JSON's top level), and with a second look, where a pair is drawn again (same seed, fault and
 magnitude) with --second-look times the requests: "second_look", the pairs the workbench called
 inconclusive (too few requests to tell: its own advice to collect more), and
 "second_look_all", every pair the trigger did not fire on, as a canary that collects more
-before it calls any change clean. A fault too small to show at a few hundred requests is a
-power limit, not a localization error; the second look says which, and its A/A rate counts
-false alarms at either look.
+before it calls any change clean; and "second_look_advised": the pairs it called inconclusive,
+drawn at the number of requests it asked for (at least --second-look x, at most 10x the first
+look), as an engineer who follows its advice would. A fault too small to show at a few hundred
+requests is a power limit, not a localization error; the second look says which, and its A/A
+rate counts false alarms at either look.
 Ends with one JSON line of the figures.
 """
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -55,6 +58,7 @@ from workbench.store.synth_trace import ingest_events_only
 Row = dict[str, object]
 CELLS = (("synth", "store"), ("synth", "events"), ("profsim", "store"), ("profsim", "events"))
 BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+ADVISED_CAP = 10  # the advised second look draws at most this x the requests of the first
 
 
 def _row(cell: tuple[str, str], profile: str, fault: str, method: str, truth: object,
@@ -74,6 +78,10 @@ def _row(cell: tuple[str, str], profile: str, fault: str, method: str, truth: ob
         "confidence": loc.confidence,
         "decided_by": loc.decided_by,
         "seconds": seconds,
+        # what the workbench asks for when it calls a pair inconclusive for too few requests
+        "requests_needed": next(
+            (c.numbers.get("requests_needed") for c in loc.claims if c.method == "trigger"), None
+        ),
     }
 
 
@@ -107,10 +115,17 @@ def _methods(cell: tuple[str, str], profile: str, fault: str, truth: object, see
 def _looks(one: Callable[[int, int], list[Row]], n_requests: int, factor: int) -> list[Row]:
     """The pair at n_requests (look 1) and, when the trigger did not fire there and factor > 1,
     the same pair (seed, fault and magnitude) at factor x n_requests (look 2): a canary that
-    collects more requests before it calls a pair clean."""
+    collects more requests before it calls a pair clean. A pair called inconclusive for too few
+    requests is also drawn at the requests the workbench asked for (look 3), at least factor x
+    and at most ADVISED_CAP x n_requests: what an engineer who follows its advice collects."""
     rows = one(n_requests, 1)
-    if factor > 1 and not any(r["triggered"] for r in rows if r["method"] == "full"):
+    full = next(r for r in rows if r["method"] == "full")
+    if factor > 1 and not full["triggered"]:
         rows += one(n_requests * factor, 2)
+        asked = full["requests_needed"]
+        if full["outcome"] == "inconclusive" and isinstance(asked, float):
+            n = int(min(max(asked, factor * n_requests), ADVISED_CAP * n_requests))
+            rows += one(n, 3)
     return rows
 
 
@@ -438,22 +453,36 @@ def main() -> int:
     unsure = {
         _pair_key(r) for r in first if r["method"] == "full" and r["outcome"] == "inconclusive"
     }
+    at = f"{args.second_look}x the requests"
     readings = (
-        ("second_look", "pairs the workbench called inconclusive", unsure),
-        ("second_look_all", "pairs the trigger did not fire on", None),
+        ("second_look", 2, "pairs the workbench called inconclusive", at, unsure),
+        ("second_look_all", 2, "pairs the trigger did not fire on", at, None),
+        (
+            "second_look_advised",
+            3,
+            "pairs the workbench called inconclusive",
+            f"the requests it asked for (at least {args.second_look}x, at most {ADVISED_CAP}x)",
+            unsure,
+        ),
     )
-    for key, which, only in readings if args.second_look > 1 else ():
+    for key, look, which, how_many, only in readings if args.second_look > 1 else ():
         again = {
-            _pair_key(r) for r in rows if r["look"] == 2 and (only is None or _pair_key(r) in only)
+            _pair_key(r)
+            for r in rows
+            if r["look"] == look and (only is None or _pair_key(r) in only)
         }
-        final = [r for r in rows if r["look"] == 2 and _pair_key(r) in again]
+        final = [r for r in rows if r["look"] == look and _pair_key(r) in again]
         final += [r for r in first if _pair_key(r) not in again]
         second = _summary(
             final,
-            f"with a second look: {which} (faults and A/A alike) drawn again at "
-            f"{args.second_look}x the requests ({len(again)} pairs)",
+            f"with a second look: {which} (faults and A/A alike) drawn again at {how_many} "
+            f"({len(again)} pairs)",
         )
         second["requests_factor"] = args.second_look
+        if look == 3:
+            second["requests_cap_factor"] = ADVISED_CAP
+            asked = [r["requests"] for r in rows if r["look"] == 3 and r["method"] == "full"]
+            second["requests_median"] = statistics.median(asked) if asked else None
         second["pairs_looked_again"] = len(again)
         figures[key] = second
     print(json.dumps(figures))

@@ -99,3 +99,15 @@ def test_a_batch_cap_is_a_limit_only_where_requests_were_left_waiting() -> None:
     assert cap_binding(run([0, 0, 0], [1, 1, 20], [0, 0, 1]))
     assert not cap_binding(run([0, 0, 100], [1, 1, 101], [0, 0, 1]))
     assert not cap_binding(run([0, 0, 0], [1, float("nan"), 20], [0, 0, 1]))  # unknown
+
+
+def test_too_few_requests_says_how_many_in_numbers_too(tmp_path: Path) -> None:
+    # Under the default trigger this pair's gap is within what two runs of one service differ
+    # by at 400 requests: inconclusive, and the count it asks for is a number a tool can read
+    # (the trigger claim's requests_needed), the same as the one in the text.
+    f, c, _ = _runs(tmp_path, "mapping_fallback", 2, "store", "serial")
+    loc = localize(f, c, HW)
+    assert loc.outcome == "inconclusive" and "too few requests to tell" in loc.outcome_reason
+    claim = next(cl for cl in loc.claims if cl.method == "trigger")
+    need = claim.numbers["requests_needed"]
+    assert need > 400 and f"about {need:.0f} requests a run" in loc.outcome_reason

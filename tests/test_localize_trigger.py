@@ -112,7 +112,7 @@ def test_a_gap_past_the_threshold_with_an_interval_through_zero_is_inconclusive(
     assert "too few requests to tell" in t.reason and f"{lo:+.0f}..{hi:+.0f}" in t.reason
     # The requests it asks for confirm the same 15% slowdown in most draws (it aims at 4 in 5).
     need = int(t.reason.split("about ")[1].split(" requests")[0])
-    assert need > 40
+    assert need > 40 and t.requests_needed == need  # the same number, for tools to read
     confirmed = sum(
         decide(
             _lat(need, 1.15, 30 + s, sigma=0.5), _lat(need, 1.0, 40 + s, sigma=0.5),

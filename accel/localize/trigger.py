@@ -72,6 +72,8 @@ class Trigger:
     threshold_basis: str
     fired: list[str]
     comparator_halves: dict[str, float] = field(default_factory=dict)
+    # inconclusive for too few requests: how many a run would need (requests_needed)
+    requests_needed: int | None = None
 
     @property
     def regression(self) -> bool:
@@ -139,17 +141,24 @@ def _fired(tg: TailGaps, limit: dict[str, float]) -> list[str]:
     return [n for n in QNAMES if gap_outcome(tg.gap[n], tg.ci[n][0], limit[n]) == REGRESSION]
 
 
-def _more_requests(tg: TailGaps, q: str, n: int, alpha: float) -> str:
+def requests_needed(tg: TailGaps, q: str, n: int, alpha: float) -> int | None:
     """Requests a run needs for the interval at q to clear zero at this gap 4 times in 5, were
-    its width to shrink as 1/sqrt(n) (the usual power calculation)."""
+    its width to shrink as 1/sqrt(n) (the usual power calculation), to the next 10; None when
+    the interval or the gap gives nothing to scale."""
     lo, hi = tg.ci[q]
     half, gap = (hi - lo) / 2.0, tg.gap[q]
     if not (math.isfinite(half) and half > 0 and gap > 0):
-        return "more requests needed"
+        return None
     z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
     se = half / z
     need = n * ((z + NormalDist().inv_cdf(_POWER)) * se / gap) ** 2
-    return f"about {math.ceil(need / 10.0) * 10:.0f} requests a run would confirm a gap this size"
+    return int(math.ceil(need / 10.0) * 10)
+
+
+def _more_requests(needed: int | None) -> str:
+    if needed is None:
+        return "more requests needed"
+    return f"about {needed} requests a run would confirm a gap this size"
 
 
 def decide(
@@ -173,8 +182,13 @@ def decide(
     limit, basis = thresholds(lc, policy)
     fired = _fired(tg, limit)
 
-    def make(outcome: str, reason: str, halves: dict[str, float] | None = None) -> Trigger:
-        return Trigger(outcome, reason, tg, limit, basis, fired, halves or {})
+    def make(
+        outcome: str,
+        reason: str,
+        halves: dict[str, float] | None = None,
+        needed: int | None = None,
+    ) -> Trigger:
+        return Trigger(outcome, reason, tg, limit, basis, fired, halves or {}, needed)
 
     n = min(lf.size, lc.size)
     if n < policy.min_requests:
@@ -194,11 +208,12 @@ def decide(
         ]
         if unsure:
             q = unsure[0]
+            needed = requests_needed(tg, q, n, policy.alpha)
             return make(
                 INCONCLUSIVE,
                 f"too few requests to tell: the {q} gap is above the practical threshold but "
-                f"its interval includes zero ({_more_requests(tg, q, n, policy.alpha)}); "
-                f"{gap_text}",
+                f"its interval includes zero ({_more_requests(needed)}); {gap_text}",
+                needed=needed,
             )
         why = (
             "intervals include zero"

@@ -196,7 +196,18 @@ def localize(
             )
             + "; practical threshold",
         ),
-        Claim(f"{trig.outcome}: {trig.reason}", dict(trig.comparator_halves), "trigger"),
+        Claim(
+            f"{trig.outcome}: {trig.reason}",
+            {
+                **trig.comparator_halves,
+                **(
+                    {"requests_needed": float(trig.requests_needed)}
+                    if trig.requests_needed is not None
+                    else {}
+                ),
+            },
+            "trigger",
+        ),
     ]
     common: _Common = {
         "p95_gap_us": gaps["p95"],
