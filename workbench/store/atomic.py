@@ -12,6 +12,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 
+def fsync_file(path: Path) -> None:
+    """Make a file written by a library that does not sync (pyarrow's writers) durable."""
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+
+
 def fsync_dir(path: Path) -> None:
     """Make the directory's entries (a rename into it) durable."""
     fd = os.open(path, os.O_RDONLY)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from workbench.errors import WorkbenchError, describe_os_error
-from workbench.store.atomic import fsync_dir, signals_deferred
+from workbench.store.atomic import fsync_dir, fsync_file, signals_deferred
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -148,8 +148,7 @@ def _write(table: pa.Table, path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, row_group_size=ROW_GROUP, **parquet_options(table.schema))
-    with open(path, "rb") as fh:
-        os.fsync(fh.fileno())
+    fsync_file(path)
 
 
 def _write_packed(
@@ -166,10 +165,8 @@ def _write_packed(
         raise ValueError(f"{name}: {len(packed)} packed rows for a table of {table.num_rows}")
     idx = file_schema.get_field_index(name)
     rest = _conform(table, file_schema.remove(idx))
-    # Conformed as a whole table would be: the input's metadata kept (see _conform).
-    out_schema = file_schema.with_metadata(
-        {**(file_schema.metadata or {}), **(table.schema.metadata or {})} or None
-    )
+    # Conformed as a whole table would be: the input's metadata kept, as _conform kept it.
+    out_schema = file_schema.with_metadata(rest.schema.metadata)
     path.parent.mkdir(parents=True, exist_ok=True)
     with pq.ParquetWriter(path, out_schema, **parquet_options(out_schema)) as writer:
         for start in range(0, table.num_rows, ROW_GROUP):
@@ -180,8 +177,7 @@ def _write_packed(
             del part, col
             # Arrow's allocator keeps freed pages for reuse: the unpacked rows would stay.
             pool.release_unused()
-    with open(path, "rb") as fh:
-        os.fsync(fh.fileno())
+    fsync_file(path)
 
 
 class RunExists(WorkbenchError):
