@@ -147,7 +147,9 @@ while True:
 """
 
 
-def _kill_writer(store: Path, iid: str, mode: str, delay: float) -> None:
+def _kill_writer(store: Path, iid: str, mode: str, delay: float, saved_past: int = 0) -> None:
+    """Start a writer and kill it: `delay` s after it is ready ("random"), or once it stalls
+    inside a save; with saved_past, only once a save past that version is on disk."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _WRITER, str(store), iid, mode],
         cwd=ROOT,
@@ -156,6 +158,12 @@ def _kill_writer(store: Path, iid: str, mode: str, delay: float) -> None:
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     if mode == "random":
+        # A loaded machine can take longer than any fixed delay to finish a 3 MB save.
+        deadline = time.monotonic() + 120
+        while saved_past and time.monotonic() < deadline:
+            if json.loads(incident_path(store, iid).read_text())["version"] > saved_past:
+                break
+            time.sleep(0.05)
         time.sleep(delay)
     else:
         assert proc.stdout.readline().strip() in ("renaming", "writing")
@@ -182,8 +190,8 @@ def test_sigkill_at_random_moments_leaves_old_or_new_record(store: Path) -> None
     inc = create_incident(store, "t", "sev2", "alice")
     path = incident_path(store, inc.id)
     seen_versions = set()
-    for delay in (0.4, 0.6, 0.8, 1.0):
-        _kill_writer(store, inc.id, "random", delay)
+    for delay, saved_past in ((0.4, 0), (0.6, 0), (0.8, 0), (0.3, inc.version)):
+        _kill_writer(store, inc.id, "random", delay, saved_past)
         rec = load_incident(store, inc.id)  # parses, whatever moment the kill hit
         assert rec.title in ("t", f"v{rec.version}")
         assert json.loads(path.read_text())["version"] == rec.version

@@ -105,7 +105,7 @@ def test_too_few_requests_says_how_many_in_numbers_too(tmp_path: Path) -> None:
     # Under the default trigger this pair's gap is within what two runs of one service differ
     # by at 400 requests: inconclusive, and the count it asks for is a number a tool can read
     # (the trigger claim's requests_needed), the same as the one in the text.
-    f, c, _ = _runs(tmp_path, "mapping_fallback", 2, "store", "serial")
+    f, c, _ = _runs(tmp_path, "batch_policy", 2, "store", "continuous")
     loc = localize(f, c, HW)
     assert loc.outcome == "inconclusive" and "too few requests to tell" in loc.outcome_reason
     claim = next(cl for cl in loc.claims if cl.method == "trigger")

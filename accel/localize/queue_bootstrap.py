@@ -114,11 +114,16 @@ def _row_quantiles(values: F64, counts: I64, qs: Sequence[float]) -> F64:
 
 
 def replayed_quantiles(
-    qu: QueueState, qs: Sequence[float], n_boot: int, rng: np.random.Generator
+    qu: QueueState,
+    qs: Sequence[float],
+    n_boot: int,
+    rng: np.random.Generator,
+    gap_u: F64 | None = None,
 ) -> F64:
     """(n_boot, len(qs)): the quantiles qs of the latencies of n_boot replays of the run, each
     with as many jobs as the run, drawn with replacement, and as many anchor gaps, drawn
-    independently with replacement."""
+    independently with replacement (or at the quantiles gap_u (n_boot, >= jobs) of the run's
+    gaps: replays of two runs given one gap_u meet the same traffic, up to its distribution)."""
     nj = qu.n_jobs
     if nj < 2:
         return np.full((n_boot, len(qs)), np.nan)
@@ -127,10 +132,17 @@ def replayed_quantiles(
     single = bool(np.all(size == 1))
     out = np.empty((n_boot, len(qs)))
     draws = []
+    ranked = np.sort(gaps) if gap_u is not None else gaps
     for s in range(0, n_boot, _ROWS):
         rows = min(_ROWS, n_boot - s)
         jobs = rng.integers(0, nj, size=(rows, nj))
-        step = gaps[rng.integers(0, gaps.size, size=(rows, nj))]
+        if gap_u is None:
+            pick = rng.integers(0, gaps.size, size=(rows, nj))
+        else:
+            pick = np.minimum(
+                (gap_u[s : s + rows, :nj] * gaps.size).astype(np.int64), gaps.size - 1
+            )
+        step = ranked[pick]
         step[:, 0] = 0.0
         draws.append((jobs, np.cumsum(step, axis=1)))
     if qu.slots > 1:
@@ -160,6 +172,12 @@ def replayed_quantiles(
     return out
 
 
+def replay_count(failing: QueueState, comparator: QueueState, n_boot: int) -> int:
+    """Replays of a pair within the budget: n_boot, fewer for long runs (_BUDGET)."""
+    n = max(failing.arrival.size, comparator.arrival.size, 1)
+    return min(n_boot, max(_MIN_REPLAYS, _BUDGET // n))
+
+
 def queue_gap_intervals(
     failing: QueueState,
     comparator: QueueState,
@@ -171,11 +189,9 @@ def queue_gap_intervals(
 ) -> list[tuple[float, float]]:
     """Per q: a (1 - alpha) interval of the observed quantile gap from the spread of the
     replayed gaps (failing replay minus comparator replay), centred on the observed gap: the
-    replays' own level is a model's, their spread is what is read. n_boot replays, fewer
-    for long runs (_BUDGET)."""
+    replays' own level is a model's, their spread is what is read (replay_count replays)."""
     rng = np.random.default_rng(seed)
-    n = max(failing.arrival.size, comparator.arrival.size, 1)
-    replays = min(n_boot, max(_MIN_REPLAYS, _BUDGET // n))
+    replays = replay_count(failing, comparator, n_boot)
     d = replayed_quantiles(failing, qs, replays, rng) - replayed_quantiles(
         comparator, qs, replays, rng
     )

@@ -60,6 +60,9 @@ class Localization:
     confidence_method: str = ""
     direct: list[dict[str, float | str]] = field(default_factory=list)  # kinds, tail first
     hardware_gap: dict[str, dict[str, float]] = field(default_factory=dict)
+    # quantile name -> value, lo, hi of the tail gap at equal traffic, and "fired" -> 1.0 when
+    # the trigger fired on it; empty when it was not read (see trigger.TriggerPolicy)
+    equal_traffic: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class _Common(TypedDict):
@@ -78,4 +81,5 @@ class _Common(TypedDict):
     outcome_reason: str
     threshold_us: dict[str, float]
     threshold_basis: str
+    equal_traffic: dict[str, dict[str, float]]
     hardware_gap: dict[str, dict[str, float]]

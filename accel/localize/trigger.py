@@ -22,6 +22,7 @@ from typing import Final
 import numpy as np
 
 from accel.block_bootstrap import block_bootstrap_quantile_diffs, block_length
+from accel.localize.equal_traffic import EqualTraffic, equal_traffic_gaps, same_arrival_rate
 from accel.localize.gaps import QNAMES, QS, at_q
 from accel.localize.queue_bootstrap import queue_gap_intervals
 from accel.localize.requeue import QueueState
@@ -47,6 +48,9 @@ class TriggerPolicy:
     # where the queue reaches the tail, widen intervals to the queue bootstrap's (callers pass
     # the runs' queues; see tail_gaps)
     queue_bootstrap: bool = True
+    # there too, when the observed gaps do not fire and the arrival rates do not differ, read
+    # the gap at equal traffic (equal_traffic.py) by the same rule
+    equal_traffic: bool = True
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,9 @@ class Trigger:
     comparator_halves: dict[str, float] = field(default_factory=dict)
     # inconclusive for too few requests: how many a run would need (requests_needed)
     requests_needed: int | None = None
+    # the gaps at equal traffic, when they were read (see TriggerPolicy.equal_traffic)
+    equal_traffic: EqualTraffic | None = None
+    at_equal_traffic: bool = False  # fired on them, not on the observed gaps
 
     @property
     def regression(self) -> bool:
@@ -175,12 +182,30 @@ def decide(
 
     `context`: reasons known outside the latencies that make the pair inconclusive (hardware
     or locked tags that differ beyond what the model accounts for). `queues`: both runs'
-    observed queues, given where the queue re-run reproduces them (see tail_gaps)."""
+    observed queues, given where the queue re-run reproduces them (see tail_gaps); the gaps
+    at equal traffic are read on them when the observed gaps do not fire."""
     lf = np.asarray(lf, dtype=np.float64)
     lc = np.asarray(lc, dtype=np.float64)
     tg = tail_gaps(lf, lc, n_boot, seed, policy.alpha, queues)
     limit, basis = thresholds(lc, policy)
     fired = _fired(tg, limit)
+    equal: EqualTraffic | None = None
+    n = min(lf.size, lc.size)
+    if (
+        not fired
+        and queues is not None
+        and policy.equal_traffic
+        and n >= policy.min_requests
+        and not context
+        and same_arrival_rate(*queues, policy.alpha)
+    ):
+        # Near saturation two draws of one traffic queue differently; both services on the
+        # same arrivals compare the service alone, by the same rule.
+        equal = equal_traffic_gaps(*queues, QS, QNAMES, n_boot, seed + 41, policy.alpha)
+        fired = [
+            q for q in QNAMES if gap_outcome(equal.gap[q], equal.ci[q][0], limit[q]) == REGRESSION
+        ]
+    at_equal = bool(fired) and equal is not None
 
     def make(
         outcome: str,
@@ -188,9 +213,10 @@ def decide(
         halves: dict[str, float] | None = None,
         needed: int | None = None,
     ) -> Trigger:
-        return Trigger(outcome, reason, tg, limit, basis, fired, halves or {}, needed)
+        return Trigger(
+            outcome, reason, tg, limit, basis, fired, halves or {}, needed, equal, at_equal
+        )
 
-    n = min(lf.size, lc.size)
     if n < policy.min_requests:
         return make(INCONCLUSIVE, f"too few requests ({n} < {policy.min_requests} in a run)")
     if context:
@@ -200,19 +226,34 @@ def decide(
         f"{tg.ci[q][1]:+.0f}) vs threshold {limit[q]:.0f} us"
         for q in QNAMES
     )
+    if equal is not None:
+        gap_text += "; at equal traffic (both services replayed on the same arrivals, " + (
+            f"{equal.replays} replays): "
+            + "; ".join(
+                f"{q} gap {equal.gap[q]:+.0f} us (CI {equal.ci[q][0]:+.0f}..{equal.ci[q][1]:+.0f})"
+                for q in QNAMES
+            )
+            + ")"
+        )
     if not fired:
         # A gap past the threshold whose interval still includes zero is not "no regression":
         # the best estimate is a regression the requests at hand cannot confirm.
+        # (at equal traffic too, when it was read: the same rule on its gaps)
+        read = [tg] if equal is None else [tg, TailGaps(equal.gap, equal.ci, {})]
         unsure = [
-            q for q in QNAMES if gap_outcome(tg.gap[q], tg.ci[q][0], limit[q]) != NO_REGRESSION
+            (q, g)
+            for g in read
+            for q in QNAMES
+            if gap_outcome(g.gap[q], g.ci[q][0], limit[q]) != NO_REGRESSION
         ]
         if unsure:
-            q = unsure[0]
-            needed = requests_needed(tg, q, n, policy.alpha)
+            q, g = unsure[0]
+            needed = requests_needed(g, q, n, policy.alpha)
             return make(
                 INCONCLUSIVE,
-                f"too few requests to tell: the {q} gap is above the practical threshold but "
-                f"its interval includes zero ({_more_requests(needed)}); {gap_text}",
+                f"too few requests to tell: the {q} gap"
+                f"{' at equal traffic' if g is not tg else ''} is above the practical threshold "
+                f"but its interval includes zero ({_more_requests(needed)}); {gap_text}",
                 needed=needed,
             )
         why = (
@@ -240,7 +281,8 @@ def decide(
             halves[f"{q}_lo_us"], halves[f"{q}_hi_us"] = aa.ci[q]
         unstable = _fired(aa, a_lim) + _fired(back, b_lim)
         # The comparator differs from itself by more than the failing run differs from it.
-        worse = [q for q in unstable if abs(aa.gap[q]) >= tg.gap[q]]
+        gap_of = equal.gap if at_equal and equal is not None else tg.gap
+        worse = [q for q in unstable if abs(aa.gap[q]) >= gap_of[q]]
         if worse:
             q = worse[0]
             return make(
@@ -250,4 +292,10 @@ def decide(
                 f"much as the failing run does ({gap_text})",
                 halves,
             )
-    return make(REGRESSION, f"{' and '.join(fired)} regressed: {gap_text}", halves)
+    how = (
+        " at equal traffic (the observed gaps' intervals do not confirm it: the runs drew "
+        "different traffic)"
+        if at_equal
+        else ""
+    )
+    return make(REGRESSION, f"{' and '.join(fired)} regressed{how}: {gap_text}", halves)

@@ -205,6 +205,7 @@ def localize(
                     if trig.requests_needed is not None
                     else {}
                 ),
+                **_equal_numbers(trig),
             },
             "trigger",
         ),
@@ -224,8 +225,10 @@ def localize(
         "threshold_us": dict(trig.threshold_us),
         "threshold_basis": trig.threshold_basis,
         "hardware_gap": hw_doc,
+        "equal_traffic": _equal_doc(trig),
     }
-    if trig.regression:
+    # A regression read at equal traffic has already set the traffic aside.
+    if trig.regression and not trig.at_equal_traffic:
         noise = traffic_noise(failing, comparator, trig, RESIDUAL_ALPHA)
         if noise:
             trig = replace(trig, outcome=NO_REGRESSION, reason=noise)
@@ -557,4 +560,29 @@ def _verdict_claims(
         )
     )
     assert mech in MECHANISMS
+    return out
+
+
+def _equal_doc(trig: Trigger) -> dict[str, dict[str, float]]:
+    """Localization.equal_traffic of a trigger."""
+    et = trig.equal_traffic
+    if et is None:
+        return {}
+    out = {q: {"value": v, "lo": et.ci[q][0], "hi": et.ci[q][1]} for q, v in et.gap.items()}
+    out["fired"] = {"value": float(trig.at_equal_traffic), "replays": float(et.replays)}
+    return out
+
+
+def _equal_numbers(trig: Trigger) -> dict[str, float]:
+    """The gaps at equal traffic as claim numbers (empty when they were not read)."""
+    et = trig.equal_traffic
+    if et is None:
+        return {}
+    out = {
+        "equal_traffic_replays": float(et.replays),
+        "at_equal_traffic": float(trig.at_equal_traffic),
+    }
+    for q, v in et.gap.items():
+        out[f"{q}_equal_traffic_gap_us"] = v
+        out[f"{q}_equal_traffic_lo_us"], out[f"{q}_equal_traffic_hi_us"] = et.ci[q]
     return out

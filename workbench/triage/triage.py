@@ -137,6 +137,7 @@ def verdict_doc(loc: Localization) -> dict[str, Any]:
         "decided_by": loc.decided_by,
         "direct_evidence": loc.direct,
         "hardware_gap": loc.hardware_gap,
+        "equal_traffic": loc.equal_traffic,
     }
 
 

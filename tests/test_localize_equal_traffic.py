@@ -1,0 +1,77 @@
+"""accel.localize.equal_traffic: the tail gap with both services replayed on one traffic, on
+single-server queues near saturation (test_localize_queue_bootstrap's runs) and a profsim pair
+whose observed intervals cannot tell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from test_localize_profsim_regressions import HW, _runs
+from test_localize_queue_bootstrap import PAIRS, _run
+
+from accel.localize import localize
+from accel.localize.equal_traffic import equal_traffic_gaps, same_arrival_rate
+from accel.localize.gaps import QNAMES, QS
+from accel.localize.queue_bootstrap import replayed_quantiles
+from accel.localize.requeue import observed_queue
+from accel.localize.trigger import TriggerPolicy, decide
+
+
+def _fires(load: float, slower: float, policy: TriggerPolicy) -> tuple[int, int]:
+    """Over PAIRS pairs of 300 requests: regressions, and those read at equal traffic."""
+    fired = at_equal = 0
+    for k in range(PAIRS):
+        f, c = _run(300, load, 1000 + 2 * k, slower), _run(300, load, 1001 + 2 * k)
+        queues = (observed_queue(f), observed_queue(c))
+        t = decide(f.latency_us, c.latency_us, policy, n_boot=200, seed=0, queues=queues)
+        fired, at_equal = fired + t.regression, at_equal + t.at_equal_traffic
+    return fired, at_equal
+
+
+def test_same_service_twice_gives_no_alarm_at_equal_traffic() -> None:
+    fired, at_equal = _fires(0.85, 1.0, TriggerPolicy())
+    assert at_equal == 0 and fired <= 2
+
+
+def test_equal_traffic_finds_slower_services_the_observed_gaps_miss() -> None:
+    # 15% slower service at load 0.85: two draws of the traffic hide it in some pairs.
+    without, _ = _fires(0.85, 1.15, TriggerPolicy(equal_traffic=False))
+    with_, at_equal = _fires(0.85, 1.15, TriggerPolicy())
+    assert at_equal >= 2 and with_ == without + at_equal
+
+
+def test_common_traffic_replays_one_queue_the_same_way() -> None:
+    qu = observed_queue(_run(300, 0.85, 7))
+    u = np.random.default_rng(0).random((40, qu.n_jobs))
+    a = replayed_quantiles(qu, QS, 40, np.random.default_rng(1), u)
+    b = replayed_quantiles(qu, QS, 40, np.random.default_rng(1), u)
+    assert np.array_equal(a, b)
+    # One queue against itself on common traffic and common jobs: no gap at all.
+    et = equal_traffic_gaps(qu, qu, QS, QNAMES, 100, 3, 0.05)
+    assert et.replays == 100 and all(np.isfinite(et.gap[q]) for q in QNAMES)
+
+
+def test_different_arrival_rates_are_not_read_at_equal_traffic() -> None:
+    f, c = _run(300, 0.85, 11), _run(300, 0.5, 12)
+    queues = (observed_queue(f), observed_queue(c))
+    assert not same_arrival_rate(*queues, 0.05)
+    t = decide(f.latency_us, c.latency_us, TriggerPolicy(), n_boot=200, seed=0, queues=queues)
+    assert t.equal_traffic is None and not t.at_equal_traffic
+
+
+def test_a_fallback_hidden_by_traffic_is_found_at_equal_traffic(tmp_path: Path) -> None:
+    # profsim: a mapping fallback whose observed p95/p99 intervals include zero (the runs drew
+    # different traffic); at equal traffic the gap clears zero, and the origin is the truth's.
+    f, c, pair = _runs(tmp_path, "mapping_fallback", 2, "store", "serial")
+    loc = localize(f, c, HW)
+    assert loc.p95_gap_ci[0] <= 0 and loc.p99_gap_ci[0] <= 0
+    assert loc.outcome == "regression" and "at equal traffic" in loc.outcome_reason
+    et = loc.equal_traffic
+    assert et["fired"]["value"] == 1.0
+    assert any(et[q]["lo"] > 0 and et[q]["value"] > loc.threshold_us[q] for q in QNAMES)
+    # The verdict prints the interval it fired on.
+    assert f"CI {et['p95']['lo']:+.0f}..{et['p95']['hi']:+.0f}" in loc.outcome_reason
+    assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
+    off = localize(f, c, HW, TriggerPolicy(equal_traffic=False))
+    assert off.outcome != "regression" and off.equal_traffic == {}
