@@ -40,6 +40,10 @@ def test_small_run_reports_rates_against_the_bare_read() -> None:
         4000 / fig["ingest_cpu_s_median"], rel=0.05
     )
     assert fig["ingest_s_median"] > fig["bare_s_median"]
+    phases = [fig[f"phase_{p}_s_median"] for p in ("decode", "attribute", "write")]
+    # the phases are parts of the import (medians of each, so their sum only roughly)
+    assert all(0 < p < fig["ingest_s_median"] for p in phases)
+    assert sum(phases) < 1.5 * fig["ingest_s_median"]
     # the CLI process starts an interpreter and imports the store before it ingests
     assert fig["cli_cpu_s_median"] > 0 and fig["cli_s_median"] > fig["bare_s_median"]
     assert fig["goal_met"] is (fig["cli_kernel_rows_per_s"] >= 1_000_000)

@@ -138,7 +138,7 @@ def test_a_full_disk_while_writing_the_table_leaves_the_store_as_it_was(
 ) -> None:
     before = sorted(str(p.relative_to(big)) for p in big.rglob("*"))
 
-    def full(events_file: Path, request_ids: list[str]) -> None:
+    def full(events_file: Path, request_ids: list[str], ops: object = None) -> None:
         (events_file.parent / ".ops.arrow.partial.tmp").write_bytes(b"x")
         raise OSError(errno.ENOSPC, "No space left on device")
 

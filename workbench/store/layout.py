@@ -287,18 +287,32 @@ def write_table(table: pa.Table, file_schema: pa.Schema, path: Path) -> None:
 
 def stage_tables(stage: Path, tables: RunTables) -> pa.Table:
     """A run's partition files (and op table) in a staging directory; returns its runs row."""
-    from workbench.store import op_table, schema
+    from concurrent.futures import Future, ThreadPoolExecutor
 
-    for name, file_schema in schema.PARTITIONED.items():
-        path = stage / name / PART_FILE
-        if name == "events" and tables.events_args is not None:
-            _write_packed(tables.events, "args", tables.events_args, file_schema, path)
-        else:
-            write_table(getattr(tables, name), file_schema, path)
-    if tables.events.num_rows >= op_table.MIN_EVENTS:
-        # Made from the staged file, so it lands with the run, in the same rename.
-        ids = [r for r in tables.requests.column("request_id").to_pylist() if r is not None]
-        op_table.write(stage / "events" / PART_FILE, ids)
+    from workbench.store import op_columns, op_table, schema
+
+    with ThreadPoolExecutor(1) as pool:
+        ops: Future[op_columns.OpColumns] | None = None
+        ids: list[str] = []
+        if tables.events.num_rows >= op_table.MIN_EVENTS:
+            # The op columns of the events file, made from the table in memory while the file
+            # is written (both mostly outside the GIL), not decoded back from it afterwards.
+            ids = [r for r in tables.requests.column("request_id").to_pylist() if r is not None]
+            index = {r: i for i, r in enumerate(ids)}
+            events_schema = schema.PARTITIONED["events"]
+            if tables.events_args is not None:
+                events_schema = events_schema.remove(events_schema.get_field_index("args"))
+            # Conformed as the file is written: the same columns and types as it reads back.
+            ops = pool.submit(op_columns.of_table, _conform(tables.events, events_schema), index)
+        for name, file_schema in schema.PARTITIONED.items():
+            path = stage / name / PART_FILE
+            if name == "events" and tables.events_args is not None:
+                _write_packed(tables.events, "args", tables.events_args, file_schema, path)
+            else:
+                write_table(getattr(tables, name), file_schema, path)
+        if ops is not None:
+            # In the staging directory, so it lands with the run, in the same rename.
+            op_table.write(stage / "events" / PART_FILE, ids, ops.result())
     return tables.run
 
 

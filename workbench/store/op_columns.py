@@ -387,7 +387,30 @@ class OpColumns:
 def read(path: Path, requests: dict[str, int]) -> OpColumns:
     """The op rows of one events partition file; `requests` maps the request ids to load to
     their index (ops of other requests are left out, but their names count as used)."""
-    reader = _read_ops(path, requests)
+    return _columns(_read_ops(path, requests))
+
+
+def of_table(events: pa.Table, requests: dict[str, int]) -> OpColumns:
+    """read() of the file that `events` (an events table in the file's schema, in memory)
+    writes: the same columns, without decoding the file back."""
+    columns = [c for c in _OP_COLUMNS if c in events.column_names]
+    reader = _OpReader(events.num_rows, requests)
+    for batch in events.select(columns).to_batches(max_chunksize=_BATCH_ROWS):
+        # The file's text columns read back as dictionaries (read_dictionary): encoded here.
+        reader.add(
+            pa.record_batch(
+                [
+                    pc.dictionary_encode(col) if name in _TEXT_COLUMNS else col
+                    for name, col in zip(batch.schema.names, batch.columns, strict=True)
+                ],
+                names=batch.schema.names,
+            )
+        )
+    return _columns(reader)
+
+
+def _columns(reader: _OpReader) -> OpColumns:
+    """The finished columns of a reader, names and kernels coded into sorted vocabularies."""
     cols = reader.finish()
     names, name_remap = reader.names["name"].sorted_used()
     kernels, kernel_remap = reader.names["kernel"].sorted_used()

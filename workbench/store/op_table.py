@@ -80,10 +80,12 @@ def _stamp(events_file: Path) -> str:
     return f"{size}:{hashlib.sha256(footer).hexdigest()}"
 
 
-def write(events_file: Path, request_ids: list[str]) -> None:
+def write(events_file: Path, request_ids: list[str], ops: OpColumns | None = None) -> None:
     """Make the op table of `events_file` (for requests request_ids) and write it beside the
-    file: to a temporary file, then renamed into place."""
-    ops = op_columns.read(events_file, {r: i for i, r in enumerate(request_ids)})
+    file: to a temporary file, then renamed into place. `ops`: the file's op columns when the
+    caller has them already (op_columns.of_table of the table it wrote), else read here."""
+    if ops is None:
+        ops = op_columns.read(events_file, {r: i for i, r in enumerate(request_ids)})
     bools = [name for name, col in ops.cols.items() if col.dtype == np.bool_]
     meta = {
         "format": FORMAT,
