@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.cost import CostParams, op_times, retimed
-from accel.ops import joint_name_codes, name_codes
+from accel.ops import joint_name_codes, name_codes, sorted_used
 from accel.profiles import PROFILES, get_profile
 
 
@@ -115,3 +115,19 @@ def test_name_codes_fall_back_to_kernels_or_empty() -> None:
     assert name_codes(ops, kernel_fallback=True)[1] == ["k"]
     codes, vocab = name_codes(ops)
     assert vocab == [""] and not codes.any()
+
+
+def test_sorted_used_keeps_codes_only_when_nothing_moves() -> None:
+    codes = np.array([0, 1, 1, 0], dtype=np.int32)
+    kept, vocab = sorted_used(codes, ("a", "b", ""))  # a store's: '' last and unused
+    assert kept is codes and vocab == ("a", "b")
+    # Repeated, unsorted or skipped entries are renumbered to the sorted names used.
+    for store_vocab, want in (
+        (("a", "a", "b"), [0, 0, 0, 0]),
+        (("b", "a", ""), [1, 0, 0, 1]),
+        (("a", "zz", "b"), [0, 1, 1, 0]),
+    ):
+        used = np.array([0, 2, 2, 0] if store_vocab[1] == "zz" else codes, dtype=np.int32)
+        got, names = sorted_used(used, store_vocab)
+        assert [names[c] for c in got] == [store_vocab[c] for c in used]
+        assert list(names) == sorted(set(names)) and got.tolist() == want
