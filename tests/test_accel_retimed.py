@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.cost import CostParams, op_times, retimed
-from accel.ops import joint_name_codes, name_codes, sorted_used
+from accel.ops import joint_name_codes, name_codes, nan_as_zero, sorted_used
 from accel.profiles import PROFILES, get_profile
 
 
@@ -131,3 +131,20 @@ def test_sorted_used_keeps_codes_only_when_nothing_moves() -> None:
         got, names = sorted_used(used, store_vocab)
         assert [names[c] for c in got] == [store_vocab[c] for c in used]
         assert list(names) == sorted(set(names)) and got.tolist() == want
+
+
+def test_nan_as_zero_is_nan_to_num_exactly() -> None:
+    big = np.finfo(np.float64).max
+    for values in (
+        np.array([1.5, 2.0, 3.25]),
+        np.array([1.0, np.nan, -2.0]),
+        np.array([np.inf, 1.0, -np.inf, np.nan]),
+        np.array([big, big, -1.0]),  # finite values whose sum overflows
+        np.zeros(0),
+    ):
+        want = np.nan_to_num(values, nan=0.0)
+        for own in (False, True):
+            got = nan_as_zero(values.copy(), own=own)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+    clean = np.array([1.0, 2.0])
+    assert nan_as_zero(clean, own=True) is clean and nan_as_zero(clean) is not clean

@@ -17,7 +17,7 @@ import numpy as np
 
 from accel.cost import OpCost, retimed
 from accel.grouping import dense_ids
-from accel.ops import F64, I64, B, OpArrays, name_codes
+from accel.ops import F64, I64, B, OpArrays, name_codes, nan_as_zero
 from accel.profiles import HardwareProfile
 from accel.stages import STAGE_CODE
 
@@ -53,7 +53,7 @@ def kernel_table(ops: OpArrays, cost: OpCost, hw: HardwareProfile) -> KernelTabl
     first = np.zeros(ng, dtype=np.int64)
     first[gid] = sel
     kcode = (name_at[first] * 2 + ops.fallback[first]).astype(np.int64)
-    obs = np.bincount(gid, np.nan_to_num(ops.observed_us[sel]), ng).astype(np.float64)
+    obs = np.bincount(gid, nan_as_zero(ops.observed_us[sel], own=True), ng).astype(np.float64)
     pred = np.bincount(gid, cost.predicted_us[sel], ng).astype(np.float64)
     tuned_op = cost.predicted_us[sel].copy()
     fb_at = np.flatnonzero(ops.fallback[sel])

@@ -19,7 +19,7 @@ import numpy as np
 from accel.grouping import dense_ids
 from accel.localize.confidence import Candidate
 from accel.localize.requeue import QueueState, arrival_rate, requeue, stretched
-from accel.ops import F64, I64, OpArrays, RequestArrays, joint_name_codes, name_codes
+from accel.ops import F64, I64, OpArrays, RequestArrays, joint_name_codes, name_codes, nan_as_zero
 from accel.stages import STAGE_CODE, STAGES
 from accel.stats import mann_whitney_u, proportion_diff_ci, quantile
 
@@ -145,7 +145,7 @@ def kind_times(ops: OpArrays, code: I64, vocab: list[str], n_req: int) -> KindTi
         # One bincount over (kind, request) instead of a mask per kind.
         table = np.bincount(
             inv.ravel() * n_req + ops.req[um],
-            np.nan_to_num(ops.observed_us[um]),
+            nan_as_zero(ops.observed_us[um], own=True),
             kinds.size * n_req,
         ).reshape(kinds.size, n_req)
         for j, k in enumerate(kinds.tolist()):
@@ -158,7 +158,7 @@ def kind_times(ops: OpArrays, code: I64, vocab: list[str], n_req: int) -> KindTi
     mod = np.flatnonzero(~unmodelled(ops) & (ops.stage >= 0))
     modelled = np.bincount(
         ops.req[mod] * len(STAGES) + ops.stage[mod],
-        np.nan_to_num(ops.observed_us[mod]),
+        nan_as_zero(ops.observed_us[mod], own=True),
         n_req * len(STAGES),
     ).reshape(n_req, len(STAGES))
     return KindTimes(stage, us, np.asarray(modelled, dtype=np.float64))

@@ -23,7 +23,7 @@ from accel.localize.matching import (
     swap_inputs,
 )
 from accel.localize.requeue import QueueState, requeue
-from accel.ops import F64, I64, OpArrays, RunArrays, joint_name_codes
+from accel.ops import F64, I64, OpArrays, RunArrays, joint_name_codes, nan_as_zero
 from accel.replay import stage_times
 from accel.stages import STAGE_CODE, STAGES
 
@@ -80,7 +80,7 @@ def lowering_swap(
     changed = sig_new != sig_old
     if part in ("fusion", "all"):  # else fusion groups, hence leaders, are f's own
         changed |= base.regrouped
-    new_us = np.nan_to_num(f.observed_us, nan=0.0)
+    new_us = nan_as_zero(f.observed_us)
     ok = changed & np.isfinite(t_new)
     new_us[fi[ok]] = t_new[ok]
     delta += _exec_delta(f, new_us, n_req, base.observed_stage_us)
@@ -170,9 +170,9 @@ def placement_swap(
     ok = np.isfinite(new_m) & (new_m > 0)
     # Time per row of each op name, fitted on the failing run's own shards (observed = a + b*m):
     # moving rows between lanes moves b * rows of time.
-    t = np.nan_to_num(f.observed_us[sel], nan=0.0)
+    t = nan_as_zero(f.observed_us[sel], own=True)
     slope = _ols_slopes(f_code, f.m[sel], t, nv)
-    new_us = np.nan_to_num(f.observed_us, nan=0.0)
+    new_us = nan_as_zero(f.observed_us)
     new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - f.m[sel], 0.0), 0.0)
     req_sel = f.req[sel]
     new_core = f_by_rank[req_sel, np.minimum(new_lane, f_count[req_sel] - 1)]
