@@ -148,3 +148,13 @@ def test_nan_as_zero_is_nan_to_num_exactly() -> None:
             assert got.dtype == want.dtype and np.array_equal(got, want)
     clean = np.array([1.0, 2.0])
     assert nan_as_zero(clean, own=True) is clean and nan_as_zero(clean) is not clean
+
+
+def test_ols_slopes_need_three_points_and_two_x_values() -> None:
+    from accel.localize.swaps import _ols_slopes
+
+    code = np.array([0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3], dtype=np.int64)
+    x = np.array([1.0, 2.0, 3.0, 5.0, 5.0, 5.0, 1.0, 2.0, 1.0, 2.0, 4.0])
+    y = np.array([2.0, 4.0, 6.0, 1.0, 2.0, 3.0, 1.0, 9.0, 3.0, 2.0, 0.0])
+    # code 1: one x value; code 2: two points; code 3: a falling line (slope floored at 0)
+    assert _ols_slopes(code, x, y, 5).tolist() == [2.0, 0.0, 0.0, 0.0, 0.0]

@@ -97,11 +97,14 @@ def _ols_slopes(code: I64, x: F64, y: F64, k: int) -> F64:
     dx = x - mx[code]
     sxx = np.bincount(code, dx * dx, k)
     sxy = np.bincount(code, dx * (y - my[code]), k)
-    # One x value: a rounded mean leaves dx tiny but not 0, so test the spread itself.
-    lo, hi = np.full(k, np.inf), np.full(k, -np.inf)
-    np.minimum.at(lo, code, x)
-    np.maximum.at(hi, code, x)
-    ok = (n >= 3) & (hi > lo) & (sxx > 0)
+    # One x value: a rounded mean leaves dx tiny but not 0, so test the spread itself: a code
+    # has two x values when one of its x differs from any one of them (whichever the scatter
+    # kept), found without the ufunc.at passes of a min and a max.
+    ref = np.zeros(k)
+    ref[code] = x
+    spread = np.zeros(k, dtype=np.bool_)
+    spread[code[x != ref[code]]] = True
+    ok = (n >= 3) & spread & (sxx > 0)
     out = np.zeros(k)
     out[ok] = np.maximum(sxy[ok] / sxx[ok], 0.0)
     return out
@@ -112,16 +115,17 @@ def _lanes(req: I64, core: I64, n_req: int) -> tuple[I64, I64, I64]:
     cores of each request by rank ((n_req, k) table, -1 past its last) and each request's count.
     Ranks, not core ids: a request served in one slot of several (continuous batching on a
     stream per slot and core) has its own set of lanes, and placement is within them."""
-    k = int(core.max(initial=-1)) + 1
-    flat = np.zeros(n_req * max(k, 1), dtype=np.bool_)
-    flat[req * k + core] = True
-    present = flat.reshape(n_req, max(k, 1))
-    rank_of = np.cumsum(present, axis=1) - 1
+    k = max(int(core.max(initial=-1)) + 1, 1)
+    cell = req * k + core  # (request, core), flat: one key for the scatter and the gather
+    flat = np.zeros(n_req * k, dtype=np.bool_)
+    flat[cell] = True
+    present = flat.reshape(n_req, k)
+    rank_of = np.cumsum(present, axis=1, dtype=np.int64) - 1
     count = present.sum(axis=1)
     by_rank = np.full(present.shape, -1, dtype=np.int64)
     r_idx, c_idx = np.nonzero(present)
     by_rank[r_idx, rank_of[r_idx, c_idx]] = c_idx
-    return rank_of[req, core].astype(np.int64), by_rank, count.astype(np.int64)
+    return rank_of.ravel()[cell], by_rank, count.astype(np.int64)
 
 
 def placement_swap(
