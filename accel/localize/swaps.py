@@ -75,14 +75,16 @@ def lowering_swap(
     if part in ("fusion", "all"):  # (no `take` here: fi is every matched op)
         tier, group = c.mem_tier[ci], base.f_group
     sig_new = signature_of(tile, group, fallback, tier)
-    t_new = timing.lookup(names, sig_new, f.m[fi])
     # An op is re-timed when its own decision or its fused group's make-up changed.
     changed = sig_new != sig_old
     if part in ("fusion", "all"):  # else fusion groups, hence leaders, are f's own
         changed |= base.regrouped
+    # Looked up for those ops only: a lookup is op by op, and the others keep their time.
+    at = np.flatnonzero(changed)
+    t_new = timing.lookup(names[at], sig_new[at], f.m[fi[at]])
     new_us = nan_as_zero(f.observed_us)
-    ok = changed & np.isfinite(t_new)
-    new_us[fi[ok]] = t_new[ok]
+    ok = np.isfinite(t_new)
+    new_us[fi[at[ok]]] = t_new[ok]
     delta += _exec_delta(f, new_us, n_req, base.observed_stage_us)
     return delta
 
