@@ -60,8 +60,11 @@ def kernel_table(ops: OpArrays, cost: OpCost, hw: HardwareProfile) -> KernelTabl
     if fb_at.size:
         tuned_op[fb_at] = next(retimed(ops, cost, sel[fb_at], hw, fallback=False))
     tuned = np.bincount(gid, tuned_op, ng).astype(np.float64)
-    fb = np.bincount(gid, ops.fallback[sel], ng) > 0
-    fu = np.bincount(gid, ops.fusion_group[sel] >= 0, ng) > 0
+    # "Any op of the row": marks scattered from the flagged ops, not float sums over all.
+    fb = np.zeros(ng, dtype=np.bool_)
+    fb[gid[fb_at]] = True
+    fu = np.zeros(ng, dtype=np.bool_)
+    fu[gid[ops.fusion_group[sel] >= 0]] = True
     return KernelTable(ops.req[first], kcode, obs, pred, tuned, fb, fu, vocab)
 
 
