@@ -135,7 +135,8 @@ def _lookup(curves: dict[int, tuple[F64, F64]], code: I64, m: F64) -> F64:
             continue
         ms, ts = curve
         k = code == c
-        out[k] = np.where(m[k] > ms[-1], ts[-1] * m[k] / ms[-1], np.interp(m[k], ms, ts))
+        x = m[k]  # taken once, not once per use
+        out[k] = np.where(x > ms[-1], ts[-1] * x / ms[-1], np.interp(x, ms, ts))
     return out
 
 
