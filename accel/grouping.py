@@ -24,9 +24,10 @@ def dense_ids(key: I64) -> tuple[I64, int]:
         return np.zeros(0, dtype=np.int64), 0
     lo, hi = int(key.min()), int(key.max())
     if hi - lo <= 4 * key.size + 1024:
-        present = np.bincount(key - lo, minlength=hi - lo + 1) > 0
-        table = np.cumsum(present) - 1
-        return table[key - lo].astype(np.int64), int(present.sum())
+        shifted = key - lo if lo else key  # one temporary of the size of key, or none
+        present = np.bincount(shifted, minlength=hi - lo + 1) > 0
+        table = np.cumsum(present, dtype=np.int64) - 1
+        return table[shifted], int(present.sum())
     if bool(np.all(key[1:] >= key[:-1])):
         ids = np.zeros(key.size, dtype=np.int64)
         np.cumsum(key[1:] != key[:-1], out=ids[1:])

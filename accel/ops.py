@@ -6,6 +6,7 @@ Unknown numeric values are NaN, unknown codes are -1.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +45,9 @@ class OpArrays:
     # ops by name then never touches millions of Python strings. Empty: derived from `name`.
     name_code: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     name_vocab: tuple[str, ...] = ()
+    # True when name_vocab is sorted and every entry of it occurs in name_code (sorted_used
+    # makes it so): name_codes then takes the codes as they are, ~30 ms less per call on 5M ops.
+    name_vocab_used: bool = False
     # `kernel` the same way (the store loader fills both; it may leave the lists empty).
     kernel_code: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     kernel_vocab: tuple[str, ...] = ()
@@ -53,11 +57,40 @@ class OpArrays:
         return int(self.req.shape[0])
 
 
+def nan_as_zero(values: F64, *, own: bool = False) -> F64:
+    """np.nan_to_num(values, nan=0.0) exactly (NaN 0, infinities the largest finite values),
+    without its five passes when one sum shows nothing to replace. `own`: values is the
+    caller's own temporary (or is only read), handed back itself when clean."""
+    with np.errstate(over="ignore", invalid="ignore"):  # inf - inf, or a sum past the range
+        clean = bool(np.isfinite(values.sum()))
+    if clean:
+        return values if own else values.copy()
+    return np.nan_to_num(values, nan=0.0)
+
+
+def sorted_used(codes: NDArray[np.integer], vocab: Sequence[str]) -> tuple[I32, tuple[str, ...]]:
+    """(codes, vocabulary) renumbered to the sorted entries of `vocab` that occur in `codes`;
+    the codes array itself (as int32) when that changes no code."""
+    used = np.flatnonzero(np.bincount(codes, minlength=len(vocab)))
+    present = sorted({vocab[i] for i in used.tolist()})
+    k = used.size
+    if (k == 0 or int(used[-1]) == k - 1) and present == list(vocab[:k]):
+        # Codes 0..k-1 in use, for k names in sorted order (a store's vocabulary: sorted names,
+        # then '' for ops without one, often unused): nothing to renumber, no copy.
+        return codes.astype(np.int32, copy=False), tuple(present)
+    index = {name: i for i, name in enumerate(present)}
+    remap = np.array([index.get(name, -1) for name in vocab], dtype=np.int32)
+    return remap[codes], tuple(present)
+
+
 def name_codes(ops: OpArrays, *, kernel_fallback: bool = False) -> tuple[I64, list[str]]:
     """(code per op, sorted vocabulary of the names present) of ops.name; kernel names stand in
     for missing names when kernel_fallback, else every op is named ''."""
-    if ops.name_code.shape[0] == ops.size and ops.name_vocab:
-        codes, vocab = ops.name_code, list(ops.name_vocab)
+    if ops.name_code.shape[0] == ops.size and (ops.name_vocab or ops.name_vocab_used):
+        if ops.name_vocab_used:
+            return ops.name_code.astype(np.int64), list(ops.name_vocab)
+        codes: NDArray[np.integer] = ops.name_code
+        vocab = list(ops.name_vocab)
     else:
         names = ops.name
         if len(names) != ops.size:
@@ -67,11 +100,9 @@ def name_codes(ops: OpArrays, *, kernel_fallback: bool = False) -> tuple[I64, li
         seen: dict[str, int] = {}
         codes = np.fromiter((seen.setdefault(s, len(seen)) for s in names), np.int64, ops.size)
         vocab = list(seen)
-    # Renumber to the sorted names that occur: codes then do not depend on where they came from.
-    present = sorted({vocab[i] for i in np.flatnonzero(np.bincount(codes, minlength=len(vocab)))})
-    index = {name: k for k, name in enumerate(present)}
-    remap = np.array([index.get(name, -1) for name in vocab], dtype=np.int64)
-    return remap[codes], present
+    # Renumbered to the sorted names that occur: codes then do not depend on where they came from.
+    renumbered, present = sorted_used(codes, vocab)
+    return renumbered.astype(np.int64), list(present)
 
 
 def joint_name_codes(
@@ -82,9 +113,13 @@ def joint_name_codes(
     cb, vb = name_codes(b, kernel_fallback=kernel_fallback)
     vocab = sorted(set(va) | set(vb))
     index = {s: i for i, s in enumerate(vocab)}
-    ra = np.array([index[s] for s in va], dtype=np.int64)
-    rb = np.array([index[s] for s in vb], dtype=np.int64)
-    return ra[ca], rb[cb], vocab
+
+    def joint(codes: I64, own: list[str]) -> I64:
+        if own == vocab:  # the usual pair, with the same names: nothing to renumber
+            return codes
+        return np.array([index[s] for s in own], dtype=np.int64)[codes]
+
+    return joint(ca, va), joint(cb, vb), vocab
 
 
 @dataclass(frozen=True)

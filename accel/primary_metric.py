@@ -26,7 +26,7 @@ import numpy as np
 from accel.cost import OpCost, op_times, retimed
 from accel.grouping import chunks
 from accel.localize import group_medians, observed_queue, requeue
-from accel.ops import F64, I64, OpArrays, RunArrays, name_codes
+from accel.ops import F64, I64, OpArrays, RunArrays, name_codes, nan_as_zero
 from accel.profiles import HardwareProfile
 from accel.replay import stage_times_of
 from accel.stages import STAGE_CODE
@@ -112,7 +112,7 @@ def _curves(ops: OpArrays, sel: I64, code: I64) -> dict[int, tuple[F64, F64]]:
     out: dict[int, tuple[F64, F64]] = {}
     # Only the ops in `sel` are read, each column taken once (not once per name).
     code_sel = code[sel]
-    t_sel = np.nan_to_num(ops.observed_us[sel], nan=0.0)
+    t_sel = nan_as_zero(ops.observed_us[sel], own=True)
     m_sel = np.round(ops.m[sel]).astype(np.int64)
     if not sel.size:
         return out
@@ -135,7 +135,8 @@ def _lookup(curves: dict[int, tuple[F64, F64]], code: I64, m: F64) -> F64:
             continue
         ms, ts = curve
         k = code == c
-        out[k] = np.where(m[k] > ms[-1], ts[-1] * m[k] / ms[-1], np.interp(m[k], ms, ts))
+        x = m[k]  # taken once, not once per use
+        out[k] = np.where(x > ms[-1], ts[-1] * x / ms[-1], np.interp(x, ms, ts))
     return out
 
 
@@ -158,7 +159,7 @@ def primary_metric(
     # once: the regret and the fallback penalty both re-cost ops
     cost_model = op_times(ops, hw) if op_cost is None else op_cost
     regret = _regret(ops, hw, kern, cost_model)
-    obs = np.nan_to_num(ops.observed_us, nan=0.0)
+    obs = nan_as_zero(ops.observed_us, own=True)
 
     # Counterfactual op times: tuned kernels (from non-fallback ops) and generic kernels (from
     # fallback ops) of the same name, as a function of M, in this run.

@@ -157,7 +157,7 @@ def _group(bytes_each: float, n_ops: int, fused: bool) -> OpArrays:
         **{
             f: np.concatenate([getattr(o, f) for o in ops])
             for f in OpArrays.__dataclass_fields__
-            if f != "kernel"
+            if f not in ("kernel", "name_vocab_used")  # lists and arrays only
         }
     )
 

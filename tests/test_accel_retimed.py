@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.cost import CostParams, op_times, retimed
-from accel.ops import joint_name_codes, name_codes
+from accel.ops import joint_name_codes, name_codes, nan_as_zero, sorted_used
 from accel.profiles import PROFILES, get_profile
 
 
@@ -115,3 +115,46 @@ def test_name_codes_fall_back_to_kernels_or_empty() -> None:
     assert name_codes(ops, kernel_fallback=True)[1] == ["k"]
     codes, vocab = name_codes(ops)
     assert vocab == [""] and not codes.any()
+
+
+def test_sorted_used_keeps_codes_only_when_nothing_moves() -> None:
+    codes = np.array([0, 1, 1, 0], dtype=np.int32)
+    kept, vocab = sorted_used(codes, ("a", "b", ""))  # a store's: '' last and unused
+    assert kept is codes and vocab == ("a", "b")
+    # Repeated, unsorted or skipped entries are renumbered to the sorted names used.
+    for store_vocab, want in (
+        (("a", "a", "b"), [0, 0, 0, 0]),
+        (("b", "a", ""), [1, 0, 0, 1]),
+        (("a", "zz", "b"), [0, 1, 1, 0]),
+    ):
+        used = np.array([0, 2, 2, 0] if store_vocab[1] == "zz" else codes, dtype=np.int32)
+        got, names = sorted_used(used, store_vocab)
+        assert [names[c] for c in got] == [store_vocab[c] for c in used]
+        assert list(names) == sorted(set(names)) and got.tolist() == want
+
+
+def test_nan_as_zero_is_nan_to_num_exactly() -> None:
+    big = np.finfo(np.float64).max
+    for values in (
+        np.array([1.5, 2.0, 3.25]),
+        np.array([1.0, np.nan, -2.0]),
+        np.array([np.inf, 1.0, -np.inf, np.nan]),
+        np.array([big, big, -1.0]),  # finite values whose sum overflows
+        np.zeros(0),
+    ):
+        want = np.nan_to_num(values, nan=0.0)
+        for own in (False, True):
+            got = nan_as_zero(values.copy(), own=own)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+    clean = np.array([1.0, 2.0])
+    assert nan_as_zero(clean, own=True) is clean and nan_as_zero(clean) is not clean
+
+
+def test_ols_slopes_need_three_points_and_two_x_values() -> None:
+    from accel.localize.swaps import _ols_slopes
+
+    code = np.array([0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3], dtype=np.int64)
+    x = np.array([1.0, 2.0, 3.0, 5.0, 5.0, 5.0, 1.0, 2.0, 1.0, 2.0, 4.0])
+    y = np.array([2.0, 4.0, 6.0, 1.0, 2.0, 3.0, 1.0, 9.0, 3.0, 2.0, 0.0])
+    # code 1: one x value; code 2: two points; code 3: a falling line (slope floored at 0)
+    assert _ols_slopes(code, x, y, 5).tolist() == [2.0, 0.0, 0.0, 0.0, 0.0]

@@ -50,6 +50,7 @@ def _oracle(con: duckdb.DuckDBPyConnection, run_id: str, skip: list[str]) -> dic
         return [table[i] for i in t.column(name).to_numpy()]
 
     shape = [op_columns.parse_shape_mn(v) for v in text("shape_id", "shape")]
+    names = text("name_id", "name")
     tile = [op_columns.parse_tile(v) for v in text("tile_id", "tile")]
     return {
         "req": (np.cumsum(keep) - 1)[t.column("req").to_numpy()],
@@ -67,9 +68,11 @@ def _oracle(con: duckdb.DuckDBPyConnection, run_id: str, skip: list[str]) -> dic
         "core": t.column("core").to_numpy(),
         "fallback": t.column("fallback").to_numpy(zero_copy_only=False),
         "recompile": t.column("recompile").to_numpy(zero_copy_only=False),
-        "name": text("name_id", "name"),
+        "name": names,
         "kernel": text("kernel_id", "kernel"),
-        "name_vocab": (*values["name"], ""),
+        # the names the loaded ops use, sorted ('' among them when some op has none)
+        "name_vocab": tuple(sorted(set(names))),
+        "name_vocab_used": True,
     }
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from accel.cost import OpCost, retimed
 from accel.grouping import dense_ids
-from accel.ops import F64, I64, B, OpArrays, name_codes
+from accel.ops import F64, I64, B, OpArrays, name_codes, nan_as_zero
 from accel.profiles import HardwareProfile
 from accel.stages import STAGE_CODE
 
@@ -53,15 +53,18 @@ def kernel_table(ops: OpArrays, cost: OpCost, hw: HardwareProfile) -> KernelTabl
     first = np.zeros(ng, dtype=np.int64)
     first[gid] = sel
     kcode = (name_at[first] * 2 + ops.fallback[first]).astype(np.int64)
-    obs = np.bincount(gid, np.nan_to_num(ops.observed_us[sel]), ng).astype(np.float64)
+    obs = np.bincount(gid, nan_as_zero(ops.observed_us[sel], own=True), ng).astype(np.float64)
     pred = np.bincount(gid, cost.predicted_us[sel], ng).astype(np.float64)
     tuned_op = cost.predicted_us[sel].copy()
     fb_at = np.flatnonzero(ops.fallback[sel])
     if fb_at.size:
         tuned_op[fb_at] = next(retimed(ops, cost, sel[fb_at], hw, fallback=False))
     tuned = np.bincount(gid, tuned_op, ng).astype(np.float64)
-    fb = np.bincount(gid, ops.fallback[sel], ng) > 0
-    fu = np.bincount(gid, ops.fusion_group[sel] >= 0, ng) > 0
+    # "Any op of the row": marks scattered from the flagged ops, not float sums over all.
+    fb = np.zeros(ng, dtype=np.bool_)
+    fb[gid[fb_at]] = True
+    fu = np.zeros(ng, dtype=np.bool_)
+    fu[gid[ops.fusion_group[sel] >= 0]] = True
     return KernelTable(ops.req[first], kcode, obs, pred, tuned, fb, fu, vocab)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from accel.grouping import dense_ids
 from accel.localize.confidence import Candidate
 from accel.localize.requeue import QueueState, arrival_rate, requeue, stretched
-from accel.ops import F64, I64, OpArrays, RequestArrays, joint_name_codes, name_codes
+from accel.ops import F64, I64, OpArrays, RequestArrays, joint_name_codes, name_codes, nan_as_zero
 from accel.stages import STAGE_CODE, STAGES
 from accel.stats import mann_whitney_u, proportion_diff_ci, quantile
 
@@ -76,22 +76,32 @@ def kind_names(
     for every layer's barrier), over one vocabulary; `codes`: joint_name_codes(ops, other,
     kernel_fallback=True) when the caller has them."""
     a, b, vocab = codes or joint_name_codes(ops, other, kernel_fallback=True)
+    remap, uniq = _folded(vocab)
+    return _renumbered(a, remap), _renumbered(b, remap), uniq
+
+
+def _folded(vocab: list[str]) -> tuple[I64, list[str]]:
+    """Code of each name's kind (digits folded) into the sorted kinds, and those kinds."""
     folded = [_DIGITS.sub("#", v) for v in vocab]
     uniq = sorted(set(folded))
     index = {v: i for i, v in enumerate(uniq)}
-    remap = np.array([index[v] for v in folded], dtype=np.int64)
-    return remap[a] if a.size else a, remap[b] if b.size else b, uniq
+    return np.array([index[v] for v in folded], dtype=np.int64), uniq
+
+
+def _renumbered(code: I64, remap: I64) -> I64:
+    """remap[code], or code itself when remap changes nothing (names without digits): a
+    gather over millions of ops saved."""
+    if not code.size or np.array_equal(remap, np.arange(remap.size)):
+        return code
+    return remap[code]
 
 
 def run_kinds(ops: OpArrays, n_req: int) -> KindTimes:
     """kind_times of one run on its own vocabulary (kinds are compared by name, so each run's
     can be made alone, beside its replay)."""
     code, vocab = name_codes(ops, kernel_fallback=True)
-    folded = [_DIGITS.sub("#", v) for v in vocab]
-    uniq = sorted(set(folded))
-    index = {v: i for i, v in enumerate(uniq)}
-    remap = np.array([index[v] for v in folded], dtype=np.int64)
-    return kind_times(ops, remap[code] if code.size else code, uniq, n_req)
+    remap, uniq = _folded(vocab)
+    return kind_times(ops, _renumbered(code, remap), uniq, n_req)
 
 
 def unmodelled(ops: OpArrays) -> np.ndarray:
@@ -138,14 +148,15 @@ def kind_times(ops: OpArrays, code: I64, vocab: list[str], n_req: int) -> KindTi
     """Per request: time in each unmodelled kind (by stage) and the core imbalance."""
     stage: dict[str, str] = {}
     us: dict[str, F64] = {}
-    um = np.flatnonzero(unmodelled(ops) & (ops.stage >= 0))
+    cannot, staged = unmodelled(ops), ops.stage >= 0
+    um = np.flatnonzero(cannot & staged)
     if um.size:
         key = ops.stage[um].astype(np.int64) * (len(vocab) + 1) + code[um]
         kinds, inv = np.unique(key, return_inverse=True)
         # One bincount over (kind, request) instead of a mask per kind.
         table = np.bincount(
             inv.ravel() * n_req + ops.req[um],
-            np.nan_to_num(ops.observed_us[um]),
+            nan_as_zero(ops.observed_us[um], own=True),
             kinds.size * n_req,
         ).reshape(kinds.size, n_req)
         for j, k in enumerate(kinds.tolist()):
@@ -155,10 +166,13 @@ def kind_times(ops: OpArrays, code: I64, vocab: list[str], n_req: int) -> KindTi
             us[kind] = np.asarray(table[j], dtype=np.float64)
     stage[IMBALANCE] = STAGES[SCHED]
     us[IMBALANCE] = imbalance_us(ops, code, n_req)
-    mod = np.flatnonzero(~unmodelled(ops) & (ops.stage >= 0))
+    mask = ~cannot & staged
+    # Every op modelled (the usual run): the columns themselves, not copies of millions of ops.
+    mod: slice | I64 = slice(None) if mask.all() else np.flatnonzero(mask)
+    del cannot, staged, mask
     modelled = np.bincount(
         ops.req[mod] * len(STAGES) + ops.stage[mod],
-        np.nan_to_num(ops.observed_us[mod]),
+        nan_as_zero(ops.observed_us[mod], own=True),
         n_req * len(STAGES),
     ).reshape(n_req, len(STAGES))
     return KindTimes(stage, us, np.asarray(modelled, dtype=np.float64))

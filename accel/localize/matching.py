@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from accel.grouping import dense_ids, first_index, run_starts
-from accel.ops import F64, I8, I64, B, OpArrays, RunArrays, joint_name_codes
+from accel.ops import F64, I8, I64, B, OpArrays, RunArrays, joint_name_codes, nan_as_zero
 from accel.replay import stage_times
 from accel.stages import STAGE_CODE
 
@@ -81,8 +81,8 @@ def signature(ops: OpArrays, idx: I64) -> I64:
 
 def tile_code(tile_m: F64, tile_n: F64) -> I64:
     """The tile part of a signature (tm * 4096 + tn, NaN as 0)."""
-    tm = np.nan_to_num(tile_m, nan=0.0).astype(np.int64)
-    return tm * 4096 + np.nan_to_num(tile_n, nan=0.0).astype(np.int64)
+    tm = nan_as_zero(tile_m, own=True).astype(np.int64)
+    return tm * 4096 + nan_as_zero(tile_n, own=True).astype(np.int64)
 
 
 def signature_of(tile: I64, group: I64, fallback: B, tier: I8) -> I64:
@@ -176,7 +176,7 @@ class Timing:
 def timing_curves(c: OpArrays, c_code: I64) -> Timing:
     sel = np.flatnonzero((c.stage == EXEC) & (c.core >= 0) & np.isfinite(c.m) & (c.m > 0))
     sig = signature(c, sel)
-    t = np.nan_to_num(c.observed_us[sel], nan=0.0)
+    t = nan_as_zero(c.observed_us[sel], own=True)
     curves: dict[tuple[int, int], tuple[F64, F64]] = {}
     key = c_code[sel] * (1 << 40) + sig
     m_sel = np.round(c.m[sel]).astype(np.int64)  # taken once, not once per key
@@ -207,7 +207,7 @@ class SwapBase:
 def swap_base(f: OpArrays, c: OpArrays, n_req: int, m: Match) -> SwapBase:
     f_code = np.full(f.size, -1, dtype=np.int64)
     f_code[m.f_idx] = m.name_code
-    obs = np.nan_to_num(f.observed_us, nan=0.0)
+    obs = nan_as_zero(f.observed_us, own=True)
     fi, ci = m.f_idx, m.c_idx
     f_tile = tile_code(f.tile_m[fi], f.tile_n[fi])
     # New group instances: (request, comparator's group leader) for ops it fused.

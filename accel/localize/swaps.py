@@ -23,7 +23,7 @@ from accel.localize.matching import (
     swap_inputs,
 )
 from accel.localize.requeue import QueueState, requeue
-from accel.ops import F64, I64, OpArrays, RunArrays, joint_name_codes
+from accel.ops import F64, I64, OpArrays, RunArrays, joint_name_codes, nan_as_zero
 from accel.replay import stage_times
 from accel.stages import STAGE_CODE, STAGES
 
@@ -75,14 +75,16 @@ def lowering_swap(
     if part in ("fusion", "all"):  # (no `take` here: fi is every matched op)
         tier, group = c.mem_tier[ci], base.f_group
     sig_new = signature_of(tile, group, fallback, tier)
-    t_new = timing.lookup(names, sig_new, f.m[fi])
     # An op is re-timed when its own decision or its fused group's make-up changed.
     changed = sig_new != sig_old
     if part in ("fusion", "all"):  # else fusion groups, hence leaders, are f's own
         changed |= base.regrouped
-    new_us = np.nan_to_num(f.observed_us, nan=0.0)
-    ok = changed & np.isfinite(t_new)
-    new_us[fi[ok]] = t_new[ok]
+    # Looked up for those ops only: a lookup is op by op, and the others keep their time.
+    at = np.flatnonzero(changed)
+    t_new = timing.lookup(names[at], sig_new[at], f.m[fi[at]])
+    new_us = nan_as_zero(f.observed_us)
+    ok = np.isfinite(t_new)
+    new_us[fi[at[ok]]] = t_new[ok]
     delta += _exec_delta(f, new_us, n_req, base.observed_stage_us)
     return delta
 
@@ -97,11 +99,14 @@ def _ols_slopes(code: I64, x: F64, y: F64, k: int) -> F64:
     dx = x - mx[code]
     sxx = np.bincount(code, dx * dx, k)
     sxy = np.bincount(code, dx * (y - my[code]), k)
-    # One x value: a rounded mean leaves dx tiny but not 0, so test the spread itself.
-    lo, hi = np.full(k, np.inf), np.full(k, -np.inf)
-    np.minimum.at(lo, code, x)
-    np.maximum.at(hi, code, x)
-    ok = (n >= 3) & (hi > lo) & (sxx > 0)
+    # One x value: a rounded mean leaves dx tiny but not 0, so test the spread itself: a code
+    # has two x values when one of its x differs from any one of them (whichever the scatter
+    # kept), found without the ufunc.at passes of a min and a max.
+    ref = np.zeros(k)
+    ref[code] = x
+    spread = np.zeros(k, dtype=np.bool_)
+    spread[code[x != ref[code]]] = True
+    ok = (n >= 3) & spread & (sxx > 0)
     out = np.zeros(k)
     out[ok] = np.maximum(sxy[ok] / sxx[ok], 0.0)
     return out
@@ -112,16 +117,17 @@ def _lanes(req: I64, core: I64, n_req: int) -> tuple[I64, I64, I64]:
     cores of each request by rank ((n_req, k) table, -1 past its last) and each request's count.
     Ranks, not core ids: a request served in one slot of several (continuous batching on a
     stream per slot and core) has its own set of lanes, and placement is within them."""
-    k = int(core.max(initial=-1)) + 1
-    flat = np.zeros(n_req * max(k, 1), dtype=np.bool_)
-    flat[req * k + core] = True
-    present = flat.reshape(n_req, max(k, 1))
-    rank_of = np.cumsum(present, axis=1) - 1
+    k = max(int(core.max(initial=-1)) + 1, 1)
+    cell = req * k + core  # (request, core), flat: one key for the scatter and the gather
+    flat = np.zeros(n_req * k, dtype=np.bool_)
+    flat[cell] = True
+    present = flat.reshape(n_req, k)
+    rank_of = np.cumsum(present, axis=1, dtype=np.int64) - 1
     count = present.sum(axis=1)
     by_rank = np.full(present.shape, -1, dtype=np.int64)
     r_idx, c_idx = np.nonzero(present)
     by_rank[r_idx, rank_of[r_idx, c_idx]] = c_idx
-    return rank_of[req, core].astype(np.int64), by_rank, count.astype(np.int64)
+    return rank_of.ravel()[cell], by_rank, count.astype(np.int64)
 
 
 def placement_swap(
@@ -170,9 +176,9 @@ def placement_swap(
     ok = np.isfinite(new_m) & (new_m > 0)
     # Time per row of each op name, fitted on the failing run's own shards (observed = a + b*m):
     # moving rows between lanes moves b * rows of time.
-    t = np.nan_to_num(f.observed_us[sel], nan=0.0)
+    t = nan_as_zero(f.observed_us[sel], own=True)
     slope = _ols_slopes(f_code, f.m[sel], t, nv)
-    new_us = np.nan_to_num(f.observed_us, nan=0.0)
+    new_us = nan_as_zero(f.observed_us)
     new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - f.m[sel], 0.0), 0.0)
     req_sel = f.req[sel]
     new_core = f_by_rank[req_sel, np.minimum(new_lane, f_count[req_sel] - 1)]

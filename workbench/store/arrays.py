@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from accel.ops import OpArrays, RequestArrays, RunArrays
+from accel.ops import OpArrays, RequestArrays, RunArrays, sorted_used
 from accel.stages import OTHER, STAGES
 from workbench.errors import WorkbenchError
 from workbench.store import db, integrity, op_columns, op_table
@@ -151,14 +151,18 @@ def _load_ops(
     found = (
         stored.for_requests(requests) if stored is not None else op_columns.read(events, requests)
     )
-    cols = found.cols
-    name_vocab, kernel_vocab = found.name_vocab, found.kernel_vocab
-    name_code, kernel_code = cols["name_code"], cols["kernel_code"]
+    cols = dict(found.cols)
+    kernel_vocab, kernel_code = found.kernel_vocab, cols["kernel_code"]
+    # Once here, not in each of the triage's name_codes calls: the names the loaded ops use,
+    # sorted (the stored vocabulary also holds '' and the names of ops left out).
+    name_code, name_vocab = sorted_used(cols["name_code"], found.name_vocab)
+    cols["name_code"] = name_code
     return OpArrays(
         **{name: cols[name] for name in op_columns.FIELDS},
         kernel=np.asarray(kernel_vocab, dtype=object)[kernel_code].tolist() if texts else [],
         name=np.asarray(name_vocab, dtype=object)[name_code].tolist() if texts else [],
         name_vocab=name_vocab,
+        name_vocab_used=True,
         kernel_vocab=kernel_vocab,
     )
 
