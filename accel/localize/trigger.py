@@ -200,8 +200,9 @@ def decide(
         and same_arrival_rate(*queues, policy.alpha)
     ):
         # Near saturation two draws of one traffic queue differently; both services on the
-        # same arrivals compare the service alone, by the same rule.
-        equal = equal_traffic_gaps(*queues, QS, QNAMES, n_boot, seed + 41, policy.alpha)
+        # same arrivals compare the service alone, by the same rule. A second reading of one
+        # pair spends half the error rate (Bonferroni): its intervals are (1 - alpha / 2).
+        equal = equal_traffic_gaps(*queues, QS, QNAMES, n_boot, seed + 41, policy.alpha / 2)
         fired = [
             q for q in QNAMES if gap_outcome(equal.gap[q], equal.ci[q][0], limit[q]) == REGRESSION
         ]
@@ -230,7 +231,8 @@ def decide(
         gap_text += "; at equal traffic (both services replayed on the same arrivals, " + (
             f"{equal.replays} replays): "
             + "; ".join(
-                f"{q} gap {equal.gap[q]:+.0f} us (CI {equal.ci[q][0]:+.0f}..{equal.ci[q][1]:+.0f})"
+                f"{q} gap {equal.gap[q]:+.0f} us ({1 - policy.alpha / 2:.1%} CI "
+                f"{equal.ci[q][0]:+.0f}..{equal.ci[q][1]:+.0f})"
                 for q in QNAMES
             )
             + ")"
