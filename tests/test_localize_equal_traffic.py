@@ -4,7 +4,10 @@ whose observed intervals cannot tell."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 from test_localize_profsim_regressions import HW, _runs
@@ -75,3 +78,26 @@ def test_a_fallback_hidden_by_traffic_is_found_at_equal_traffic(tmp_path: Path) 
     assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
     off = localize(f, c, HW, TriggerPolicy(equal_traffic=False))
     assert off.outcome != "regression" and off.equal_traffic == {}
+
+
+def test_the_triage_prints_the_intervals_it_fired_on(tmp_path: Path, capsys: Any) -> None:
+    from workbench.cli.main import main
+    from workbench.tui.localize_text import verdict_text
+
+    _runs(tmp_path, "mapping_fallback", 2, "store", "serial")
+    argv = ["triage", "--store", str(tmp_path / "store"), "--failing", "failing"]
+    argv += ["--comparator", "comparator"]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    eq = doc["verdict"]["equal_traffic"]
+    assert doc["verdict"]["outcome"] == "regression" and eq["fired"]["value"] == 1.0
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if "at equal traffic (the verdict's reading)" in x)
+    assert f"{eq['p99']['lo'] / 1e3:+.2f}" in line and "97.5% CI" in line
+    loc = SimpleNamespace(
+        origin="lowering", manifest="execution", mechanism="mapping_fallback",
+        secondary_mechanism="", explained_share=0.5, confidence=0.9,
+    )  # fmt: skip
+    shown = verdict_text(loc, doc).plain
+    assert "rests on the gaps at equal traffic" in shown and "97.5% CI" in shown

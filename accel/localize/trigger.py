@@ -7,9 +7,12 @@ length comes from each run's own autocorrelation, widened where the queue reache
 the queue bootstrap's (queue_bootstrap.py: the run-to-run variance of the queue's trajectory,
 which no within-run resample holds), and the comparator is checked against itself
 (its first half against its second by the same rule): both calibrations come from the data at
-hand. A gap past the threshold whose interval includes zero is "inconclusive" (too few requests
-to tell, with how many would), not "no regression". Outcomes: "regression", "no regression" or
-"inconclusive", each with its reason; the intervals reported are the ones the decision used.
+hand. There, when the observed gaps do not fire and the arrival rates do not differ, the same
+rule reads the gaps at equal traffic (equal_traffic.py: both services replayed on one traffic,
+at 1 - alpha/2), since two draws of one traffic can hide a slower service. A gap past the
+threshold whose interval includes zero is "inconclusive" (too few requests to tell, with how
+many would), not "no regression". Outcomes: "regression", "no regression" or "inconclusive",
+each with its reason; the intervals reported are the ones the decision used.
 """
 
 from __future__ import annotations

@@ -51,10 +51,21 @@ STRENGTH = {
 }
 
 
-def _iv(d: dict[str, Any] | None) -> str:
+def _iv(d: dict[str, Any] | None, level: str = "95%") -> str:
     if not d:
         return "-"
-    return f"{ms(d.get('value'))} ms (95% CI {ms(d.get('lo'))}..{ms(d.get('hi'))})"
+    return f"{ms(d.get('value'))} ms ({level} CI {ms(d.get('lo'))}..{ms(d.get('hi'))})"
+
+
+def _equal_traffic(doc: dict[str, Any]) -> str:
+    """The gaps at equal traffic when the verdict fired on them ('' otherwise)."""
+    eq = (doc.get("verdict") or {}).get("equal_traffic") or {}
+    if not (eq.get("fired") or {}).get("value"):
+        return ""
+    return (
+        f" The verdict rests on the gaps at equal traffic (both services on the same arrivals): "
+        f"p99 {_iv(eq.get('p99'), '97.5%')}, p95 {_iv(eq.get('p95'), '97.5%')}."
+    )
 
 
 def _n(doc: dict[str, Any]) -> str:
@@ -123,7 +134,8 @@ def verdict_text(loc: Any, doc: dict[str, Any]) -> Text:
         f"replaying with the comparator's {loc.origin} removes {pct(loc.explained_share)} of "
         f"the p99 gap; {support_text(loc, doc)}.\n",
         ("Gap: ", "bold"),
-        f"p99 {_iv(doc.get('p99_gap_us'))}, p95 {_iv(doc.get('p95_gap_us'))}, {_n(doc)}.",
+        f"p99 {_iv(doc.get('p99_gap_us'))}, p95 {_iv(doc.get('p95_gap_us'))}, {_n(doc)}."
+        + _equal_traffic(doc),
     )
     caveat = model_caveat(doc)
     if caveat:
