@@ -14,10 +14,10 @@ from test_localize_profsim_regressions import HW, _runs
 from test_localize_queue_bootstrap import PAIRS, _run
 
 from accel.localize import localize
-from accel.localize.equal_traffic import equal_traffic_gaps, same_arrival_rate
+from accel.localize.equal_traffic import equal_traffic_gaps
 from accel.localize.gaps import QNAMES, QS
 from accel.localize.queue_bootstrap import replayed_quantiles
-from accel.localize.requeue import observed_queue
+from accel.localize.requeue import observed_queue, same_arrival_rate
 from accel.localize.trigger import TriggerPolicy, decide
 
 
@@ -58,7 +58,7 @@ def test_common_traffic_replays_one_queue_the_same_way() -> None:
 def test_different_arrival_rates_are_not_read_at_equal_traffic() -> None:
     f, c = _run(300, 0.85, 11), _run(300, 0.5, 12)
     queues = (observed_queue(f), observed_queue(c))
-    assert not same_arrival_rate(*queues, 0.05)
+    assert not same_arrival_rate(queues[0].arrival, queues[1].arrival, 0.05)
     t = decide(f.latency_us, c.latency_us, TriggerPolicy(), n_boot=200, seed=0, queues=queues)
     assert t.equal_traffic is None and not t.at_equal_traffic
 

@@ -7,7 +7,7 @@ service), and one sequence of arrival gaps for both, at the same quantiles of ea
 gaps (common random numbers: the same traffic, up to its distribution, which must not differ).
 The gap is the median replayed difference, its interval the replays' percentiles. It is a model
 (queue_bootstrap.py's renewal replay): read only where the base re-run reproduces both tails
-and the arrival rates do not differ.
+and the arrival rates do not differ (requeue.same_arrival_rate).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import numpy as np
 from accel.localize.queue_bootstrap import replay_count, replayed_quantiles
 from accel.localize.requeue import QueueState
 from accel.ops import F64
-from accel.stats import mann_whitney_u
 
 
 @dataclass(frozen=True)
@@ -30,16 +29,6 @@ class EqualTraffic:
     gap: dict[str, float]
     ci: dict[str, tuple[float, float]]
     replays: int
-
-
-def same_arrival_rate(failing: QueueState, comparator: QueueState, alpha: float) -> bool:
-    """Whether the runs' inter-arrival gaps do not differ (Mann-Whitney, two-sided): only then
-    is replaying both on one traffic a reading of the service alone."""
-    gf = np.diff(np.sort(failing.arrival))
-    gc = np.diff(np.sort(comparator.arrival))
-    if gf.size < 2 or gc.size < 2:
-        return False
-    return bool(mann_whitney_u(gf, gc)[1] >= alpha)
 
 
 def equal_traffic_gaps(

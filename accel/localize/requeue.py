@@ -24,7 +24,7 @@ import numpy as np
 
 from accel.ops import F64, I64, RequestArrays
 from accel.stages import STAGE_CODE
-from accel.stats import quantile
+from accel.stats import mann_whitney_u, quantile
 
 INGRESS = STAGE_CODE["ingress"]
 REPRO_QS: Final[tuple[float, ...]] = (0.5, 0.95, 0.99)
@@ -276,6 +276,16 @@ def arrival_rate(arrival: F64) -> float:
     a = a[np.isfinite(a)]
     span = float(a.max() - a.min()) if a.size > 1 else 0.0
     return (a.size - 1) / span if span > 0 else float("nan")
+
+
+def same_arrival_rate(a: F64, b: F64, alpha: float) -> bool:
+    """Whether two runs' inter-arrival gaps do not differ (Mann-Whitney, two-sided, at alpha):
+    the same traffic as far as the runs can tell; False with fewer than two gaps in either."""
+    ga = np.diff(np.sort(np.asarray(a, dtype=np.float64)))
+    gb = np.diff(np.sort(np.asarray(b, dtype=np.float64)))
+    if ga.size < 2 or gb.size < 2:
+        return False
+    return not mann_whitney_u(ga, gb)[1] < alpha
 
 
 def with_arrivals(qu: QueueState, other_arrival: F64) -> QueueState:

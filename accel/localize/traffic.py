@@ -9,7 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from accel.localize.gaps import QNAMES, at_q
-from accel.localize.requeue import observed_queue, reproduction, requeue, with_arrivals
+from accel.localize.requeue import (
+    observed_queue,
+    reproduction,
+    requeue,
+    same_arrival_rate,
+    with_arrivals,
+)
 from accel.localize.trigger import Trigger, tail_gaps
 from accel.ops import RunArrays
 from accel.stats import mann_whitney_u, proportion_diff_ci
@@ -23,9 +29,7 @@ def traffic_noise(failing: RunArrays, comparator: RunArrays, trig: Trigger, alph
     fr, cr = failing.requests, comparator.requests
     if fr.size < 3 or cr.size < 3:
         return ""
-    gf = np.diff(np.sort(np.asarray(fr.arrival_us, dtype=np.float64)))
-    gc = np.diff(np.sort(np.asarray(cr.arrival_us, dtype=np.float64)))
-    if mann_whitney_u(gf, gc)[1] < alpha:
+    if not same_arrival_rate(fr.arrival_us, cr.arrival_us, alpha):
         return ""  # the load changed: a queueing regression, if anything
     fq, cq = observed_queue(fr), observed_queue(cr)
     # The service itself changed (a shift, or more requests past the comparator's p95 of it):

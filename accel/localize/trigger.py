@@ -25,10 +25,10 @@ from typing import Final
 import numpy as np
 
 from accel.block_bootstrap import block_bootstrap_quantile_diffs, block_length
-from accel.localize.equal_traffic import EqualTraffic, equal_traffic_gaps, same_arrival_rate
+from accel.localize.equal_traffic import EqualTraffic, equal_traffic_gaps
 from accel.localize.gaps import QNAMES, QS, at_q
 from accel.localize.queue_bootstrap import queue_gap_intervals
-from accel.localize.requeue import QueueState
+from accel.localize.requeue import QueueState, same_arrival_rate
 from accel.ops import F64
 
 REGRESSION: Final[str] = "regression"
@@ -200,7 +200,7 @@ def decide(
         and policy.equal_traffic
         and n >= policy.min_requests
         and not context
-        and same_arrival_rate(*queues, policy.alpha)
+        and same_arrival_rate(queues[0].arrival, queues[1].arrival, policy.alpha)
     ):
         # Near saturation two draws of one traffic queue differently; both services on the
         # same arrivals compare the service alone, by the same rule. A second reading of one
