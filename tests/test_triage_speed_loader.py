@@ -206,10 +206,10 @@ def test_reused_heap_restores_numpy_and_nests() -> None:
         with heap.reused_heap():
             with heap.reused_heap():
                 assert heap._set_hugepage(False) is False  # off inside
-            assert heap._depth == 1 and heap._set_hugepage(False) is False
+            assert heap._HEAP.depth == 1 and heap._set_hugepage(False) is False
             x = np.ones(10_000_000)  # a block over glibc's mmap threshold: comes from the heap
             del x
-        assert heap._depth == 0 and heap._set_hugepage(True) is True  # back on after
+        assert heap._HEAP.depth == 0 and heap._set_hugepage(True) is True  # back on after
     finally:
         heap._set_hugepage(before)
 

@@ -21,7 +21,7 @@ import ctypes
 import ctypes.util
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import cache
 from typing import Any, Final
 
@@ -68,47 +68,61 @@ def one_arena() -> None:
         libc.mallopt(_M_ARENA_MAX, 1)
 
 
-_lock = threading.Lock()
-_depth = 0  # blocks open (triages may overlap, e.g. in the app): the last one out restores
-_hugepages = True
+class _ProcessWide:
+    """A process-wide setting held while any block runs (triages and imports may overlap, e.g.
+    in the app): the first block in applies it, the last one out undoes it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.depth = 0  # blocks open
+        self._saved: Any = None  # what apply returned, for undo
+
+    @contextmanager
+    def held(self, apply: Callable[[], Any], undo: Callable[[Any], None]) -> Iterator[None]:
+        with self._lock:
+            if self.depth == 0:
+                self._saved = apply()
+            self.depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.depth -= 1
+                if self.depth == 0:
+                    undo(self._saved)
+                    self._saved = None
 
 
-@contextmanager
-def reused_heap(release: bool = True) -> Iterator[None]:
+_HEAP = _ProcessWide()
+_ARROW = _ProcessWide()
+
+
+def reused_heap(release: bool = True) -> AbstractContextManager[None]:
     """Within the block: big blocks come from the heap and stay there when freed (no mmap, no
     trimming), and numpy asks for no huge pages. Process-wide, for as long as any block runs.
     `release` False: the heap's free memory is not handed back at the end (~0.1 s per GB), for
     a process that is about to exit anyway."""
-    global _depth, _hugepages
     libc = _glibc()
-    with _lock:
-        if _depth == 0:
-            _hugepages = _set_hugepage(False)
-            if libc is not None:
-                libc.mallopt(_M_MMAP_MAX, 0)
-                libc.mallopt(_M_TRIM_THRESHOLD, _KEEP_FREED)
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                _set_hugepage(_hugepages)
-                if libc is not None:
-                    libc.mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
-                    libc.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM_THRESHOLD)
-                if release:
-                    release_freed()
+
+    def keep() -> bool:
+        hugepages = _set_hugepage(False)
+        if libc is not None:
+            libc.mallopt(_M_MMAP_MAX, 0)
+            libc.mallopt(_M_TRIM_THRESHOLD, _KEEP_FREED)
+        return hugepages
+
+    def restore(hugepages: bool) -> None:
+        _set_hugepage(hugepages)
+        if libc is not None:
+            libc.mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
+            libc.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM_THRESHOLD)
+        if release:
+            release_freed()
+
+    return _HEAP.held(keep, restore)
 
 
-_arrow_lock = threading.Lock()
-_arrow_depth = 0
-_arrow_pool: Any = None  # the default pool before the outermost block
-
-
-@contextmanager
-def arrow_from_heap() -> Iterator[None]:
+def arrow_from_heap() -> AbstractContextManager[None]:
     """Within the block, new Arrow buffers come from the C heap (pyarrow's system pool) rather
     than mimalloc, which hands freed pages back within milliseconds and faults them in afresh
     for the next column: on a 2M-event nsys import the kernel's CPU went ~2.4-3.1 -> ~1.5 s
@@ -116,20 +130,12 @@ def arrow_from_heap() -> Iterator[None]:
     safely. Process-wide, for as long as any block runs."""
     import pyarrow as pa
 
-    global _arrow_depth, _arrow_pool
-    with _arrow_lock:
-        if _arrow_depth == 0:
-            _arrow_pool = pa.default_memory_pool()
-            pa.set_memory_pool(pa.system_memory_pool())
-        _arrow_depth += 1
-    try:
-        yield
-    finally:
-        with _arrow_lock:
-            _arrow_depth -= 1
-            if _arrow_depth == 0:
-                pa.set_memory_pool(_arrow_pool)
-                _arrow_pool = None
+    def use_system_pool() -> Any:
+        before = pa.default_memory_pool()
+        pa.set_memory_pool(pa.system_memory_pool())
+        return before
+
+    return _ARROW.held(use_system_pool, pa.set_memory_pool)
 
 
 def release_freed() -> None:
