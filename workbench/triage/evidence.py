@@ -160,7 +160,11 @@ def stage_rows(
 
 def shape_drift(con: duckdb.DuckDBPyConnection, failing: str, comparator: str) -> ShapeDrift:
     """Population stability index of the shape mix, overall and per bucket (bucket vs rest)."""
-    t = run(con, "shape_drift", {"failing": failing, "comparator": comparator})
+    return drift_of(run(con, "shape_drift", {"failing": failing, "comparator": comparator}))
+
+
+def drift_of(t: EvidenceTable) -> ShapeDrift:
+    """shape_drift from the shape_drift query's table (of the same pair)."""
     rows = t.rows()
     nf = np.array([r["n_failing"] for r in rows], dtype=np.float64)
     nc = np.array([r["n_comparator"] for r in rows], dtype=np.float64)

@@ -97,9 +97,10 @@ def evidence_lane(
     warm_f: Warmup,
     fetched: CompileRows,
     lane: Future[tuple[Warmup, RunArrays, Replayed]],
+    release: bool,
 ) -> tuple[dict[str, EvidenceTable], list[StageRow], StageRow, evidence.ShapeDrift]:
     """The evidence tables, stage rows (steady and end-to-end with warm-up) and shape drift;
-    duckdb's cache is released afterwards."""
+    duckdb's cache is released afterwards when `release`."""
     skip_f, skip_c = warm_f.affected_requests, lane.result()[0].affected_requests
     tables = evidence.pair_tables(
         con,
@@ -114,10 +115,10 @@ def evidence_lane(
     tables["stage_samples"] = samples
     stages = evidence.stage_rows(samples.table, skip_failing=skip_f, skip_comparator=skip_c)
     with_warmup = evidence.stage_rows(samples.table, stages=("latency",))[0]
-    drift = evidence.shape_drift(con, failing, comparator)
-    # The release needs no query running: the other thread's run under the same lock.
-    with duck:
-        release_duckdb_memory(con)
+    drift = evidence.drift_of(tables["shape_drift"])
+    if release:  # needs no query running: the other thread's run under the same lock
+        with duck:
+            release_duckdb_memory(con)
     return tables, stages, with_warmup, drift
 
 

@@ -209,7 +209,18 @@ def triage(
     con.execute("SET threads = 1")
     try:
         with heap.reused_heap(release=release_heap):
-            return _triage(store, con, failing, comparator, hardware, suspect, fixed, step, policy)
+            return _triage(
+                store,
+                con,
+                failing,
+                comparator,
+                hardware,
+                suspect,
+                fixed,
+                step,
+                policy,
+                release_heap,
+            )
     finally:
         con.close()
 
@@ -224,6 +235,7 @@ def _triage(
     fixed: str | None,
     step: Progress,
     policy: TriggerPolicy | None,
+    release: bool,
 ) -> TriageResult:
     if not run_exists(con, failing):
         raise WorkbenchError(repr(failing), "failing run is not in the store")
@@ -282,6 +294,7 @@ def _triage(
                     warm_f,
                     fetched.result(),
                     lane,
+                    release,
                 )
                 op_cost = op_times(steady_f.ops, hw)
                 pm_rows = lanes.metric_rows("failing", steady_f, warm_f, hw, op_cost)
