@@ -248,6 +248,8 @@ def _triage(
         raise WorkbenchError(repr(comparator), "comparator run is not in the store")
     if comparator == failing:
         raise WorkbenchError(repr(comparator), "comparator is the failing run itself")
+    if fixed is not None and not run_exists(con, fixed):
+        raise WorkbenchError(repr(fixed), "fixed-metadata run is not in the store")
     # Too few requests for a tail: one line, leading with the hardware when the runs differ.
     check_enough_requests(store, con, failing, comparator, MIN_TRIAGE_REQUESTS)
     row = read_run_row(store, failing) or {}
@@ -255,10 +257,11 @@ def _triage(
     hw, hw_warning = profile_for(hw_tag if isinstance(hw_tag, str) else None, hardware)
 
     # Two lanes that spend most of their time outside the GIL. A worker, on its own cursor,
-    # finds the failing run's shape buckets, loads and replays the comparator, prepares the
-    # plan swaps (all but the placement swap) and runs the evidence queries (beside the
-    # localization); this thread checks the pair, loads the failing run, works out its primary
-    # metric, retuning and replay (one op_times shared by the three), then localizes.
+    # finds the failing run's shape buckets, loads and replays the comparator, finds the
+    # pair's warnings, prepares the plan swaps (all but the placement swap) and runs the
+    # evidence queries (beside the localization); this thread reads the pair's context, loads
+    # the failing run, works out its primary metric, retuning and replay (one op_times shared by
+    # the three), then localizes.
     duck, metric_done = threading.Lock(), threading.Event()
     cur = con.cursor()
     try:
@@ -267,12 +270,12 @@ def _triage(
                 fetched = pool.submit(compile_rows, cur, failing)
                 shapes = pool.submit(lanes.shape_buckets, cur, failing, fetched)
                 lane = pool.submit(lanes.comparator_lane, cur, comparator, hw, metric_done)
+                # Read only for the result: found by the worker while it waits for the primary
+                # metric, not on this thread's way to the localization (~0.1 s of queries).
+                paired = pool.submit(
+                    pairing.pair_warnings, cur, failing, comparator, suspect=suspect, fixed=fixed
+                )
                 with duck:
-                    warnings = pairing.pair_warnings(
-                        con, failing, comparator, suspect=suspect, fixed=fixed
-                    )
-                    if hw_warning:
-                        warnings.append(hw_warning)
                     comparator_hw, context = _pair_context(
                         store, con, failing, comparator, hw, suspect
                     )
@@ -319,6 +322,9 @@ def _triage(
                     context=context,
                 )
                 tables, stages, with_warmup, drift = found.result()
+                warnings = paired.result()
+                if hw_warning:
+                    warnings.append(hw_warning)
             finally:
                 metric_done.set()  # also on an error, or the worker would wait for ever
     finally:
