@@ -18,38 +18,41 @@ req AS (
     WHERE run_id IN ($failing, $comparator)
     GROUP BY run_id
 ),
--- Plain counts in one scan; the distinct requests only over the few flagged events, which the
--- filters let the scan skip to (count DISTINCT over every event costs more than the scan).
-counts AS (
-    SELECT
-        run_id,
-        count(*) FILTER (WHERE stage IS NOT NULL) AS n_ops,
-        count(*) FILTER (WHERE fallback) AS fallback_ops,
-        count(*) FILTER (WHERE recompile) AS recompile_events
+-- The op count in a scan of one column; the flagged events (few) each in a scan that the
+-- flag's filter lets skip to them: row groups without one are passed over on their
+-- statistics (a FILTER over every event would decode both flag columns in full).
+ops AS (
+    SELECT run_id, count(stage) AS n_ops
     FROM events
     WHERE run_id IN ($failing, $comparator)
     GROUP BY run_id
 ),
-fallback_requests AS (
-    SELECT run_id, count(DISTINCT request_id) AS requests_with_fallback
+fallbacks AS (
+    SELECT run_id, count(*) AS fallback_ops, count(DISTINCT request_id) AS requests_with_fallback
     FROM events
     WHERE run_id IN ($failing, $comparator) AND fallback
     GROUP BY run_id
 ),
-recompile_requests AS (
-    SELECT run_id, count(DISTINCT request_id) AS requests_with_recompile
+recompiles AS (
+    SELECT
+        run_id,
+        count(*) AS recompile_events,
+        count(DISTINCT request_id) AS requests_with_recompile
     FROM events
     WHERE run_id IN ($failing, $comparator) AND recompile
     GROUP BY run_id
 ),
 ev AS (
     SELECT
-        counts.*,
+        ops.run_id,
+        ops.n_ops,
+        coalesce(f.fallback_ops, 0) AS fallback_ops,
+        coalesce(r.recompile_events, 0) AS recompile_events,
         coalesce(f.requests_with_fallback, 0) AS requests_with_fallback,
         coalesce(r.requests_with_recompile, 0) AS requests_with_recompile
-    FROM counts
-    LEFT JOIN fallback_requests AS f USING (run_id)
-    LEFT JOIN recompile_requests AS r USING (run_id)
+    FROM ops
+    LEFT JOIN fallbacks AS f USING (run_id)
+    LEFT JOIN recompiles AS r USING (run_id)
 ),
 c AS (
     SELECT
