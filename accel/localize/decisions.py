@@ -55,11 +55,12 @@ def kernel_table(ops: OpArrays, cost: OpCost, hw: HardwareProfile) -> KernelTabl
     kcode = (name_at[first] * 2 + ops.fallback[first]).astype(np.int64)
     obs = np.bincount(gid, nan_as_zero(ops.observed_us[sel], own=True), ng).astype(np.float64)
     pred = np.bincount(gid, cost.predicted_us[sel], ng).astype(np.float64)
-    tuned_op = cost.predicted_us[sel].copy()
     fb_at = np.flatnonzero(ops.fallback[sel])
+    tuned = pred  # no fallback op: the tuned kernels are the ones that ran
     if fb_at.size:
+        tuned_op = cost.predicted_us[sel]  # a copy (fancy index), retimed where it fell back
         tuned_op[fb_at] = next(retimed(ops, cost, sel[fb_at], hw, fallback=False))
-    tuned = np.bincount(gid, tuned_op, ng).astype(np.float64)
+        tuned = np.bincount(gid, tuned_op, ng).astype(np.float64)
     # "Any op of the row": marks scattered from the flagged ops, not float sums over all.
     fb = np.zeros(ng, dtype=np.bool_)
     fb[gid[fb_at]] = True
