@@ -90,6 +90,10 @@ def _impact(doc: dict[str, Any]) -> list[str]:
     if len(sources) > 1:
         out.append(f"End-to-end intervals: {esc(sources[0])}; stages: {esc(sources[-1])}.")
     out.append("")
+    for r in imp["rows"]:
+        if "row_confidence_level" in r:
+            out += [f"{esc(r['metric'])}: {esc(r['interval'])}.", ""]
+            break
     rows = [
         [
             esc(r["metric"]),
@@ -97,7 +101,7 @@ def _impact(doc: dict[str, Any]) -> list[str]:
             _us(r["failing_us"]),
             _us(r["comparator_us"]),
             _signed(r["delta_us"]),
-            _ci(r["ci_low_us"], r["ci_high_us"]),
+            _with_level(_ci(r["ci_low_us"], r["ci_high_us"]), r),
             _pct(r["delta_pct"]),
             f"{r['n_failing']} / {r['n_comparator']}",
         ]
@@ -106,6 +110,12 @@ def _impact(doc: dict[str, Any]) -> list[str]:
     return out + _table(
         ["metric", "q", "failing", "comparator", "Δ", f"{level}% CI", "Δ %", "n (f / c)"], rows
     )
+
+
+def _with_level(ci: str | None, row: dict[str, Any]) -> str | None:
+    """The interval, with its level when the row's is not the table's (' (97.5%)')."""
+    level = row.get("row_confidence_level")
+    return ci if ci is None or level is None else f"{ci} ({100 * level:.1f}%)"
 
 
 def _reproduction(doc: dict[str, Any]) -> list[str]:

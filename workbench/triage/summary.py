@@ -21,7 +21,7 @@ from accel.stages import DEFAULT_OWNER_ROLE, STAGE_NAMES, STAGES
 from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.triage.audit_text import audit_line
-from workbench.triage.brief import build_brief, lines_of
+from workbench.triage.brief import EQUAL_METRIC, build_brief, lines_of
 from workbench.triage.guardrails import RunSamples
 from workbench.triage.incident import Incident, ReplayCheck, Validation, load_incident, now_iso
 from workbench.triage.judge import CONFIDENCE, N_BOOT, SEED
@@ -67,6 +67,10 @@ def _delta_rows(
 
 TRIAGE_INTERVAL: Final[str] = "triage: the trigger's interval (steady state, block bootstrap)"
 EXPORT_INTERVAL: Final[str] = "export: percentile bootstrap of every request"
+EQUAL_INTERVAL: Final[str] = (
+    "triage: both services replayed through the queue on the same arrivals (the verdict's "
+    "reading; a second reading of the pair, so at half the error rate)"
+)
 
 
 def _recorded_tail(inc: Incident) -> dict[str, Any] | None:
@@ -95,14 +99,51 @@ def _with_recorded(row: dict[str, Any], tail: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _recorded_equal(inc: Incident) -> dict[str, Any] | None:
+    """The trigger claim's numbers when the verdict fired on the gaps at equal traffic."""
+    claim = next((c for c in inc.claims if c.query == "replay:trigger"), None)
+    fired = claim is not None and claim.numbers.get("at_equal_traffic") == 1.0
+    return dict(claim.numbers) if fired and claim is not None else None
+
+
+def _equal_rows(equal: dict[str, Any], tail: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The gaps at equal traffic the verdict rests on, as rows beside the observed ones: the
+    replays have no quantile of their own per run, and their intervals are 1 - alpha/2."""
+    rows = []
+    for name, _ in IMPACT_QUANTILES:
+        gap = float(equal[f"{name}_equal_traffic_gap_us"])
+        base = float(tail[f"comparator_{name}_us"]) if tail else float("nan")
+        rows.append(
+            {
+                "metric": EQUAL_METRIC,
+                "quantile": name,
+                "failing_us": None,
+                "comparator_us": None,
+                "delta_us": _num(gap),
+                "ci_low_us": _num(float(equal[f"{name}_equal_traffic_lo_us"])),
+                "ci_high_us": _num(float(equal[f"{name}_equal_traffic_hi_us"])),
+                "delta_pct": _num(100.0 * gap / base) if base else None,
+                "n_failing": int(tail["n_failing"]) if tail else 0,
+                "n_comparator": int(tail["n_comparator"]) if tail else 0,
+                "interval": EQUAL_INTERVAL,
+                "row_confidence_level": 1.0 - (1.0 - CONFIDENCE) / 2.0,
+            }
+        )
+    return rows
+
+
 def impact(
-    failing: RunSamples, comparator: RunSamples, recorded: dict[str, Any] | None = None
+    failing: RunSamples,
+    comparator: RunSamples,
+    recorded: dict[str, Any] | None = None,
+    equal: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """p95/p99 deltas failing - comparator, end to end then per stage, each with n and CI.
 
     The end-to-end rows are the triage's own figures when it recorded them (`recorded`, the
     stage_quantiles claim's numbers), so one gap has one interval in the claim, the impact
-    table, the brief and the app; the stages are bootstrapped here."""
+    table, the brief and the app, followed by the gaps at equal traffic when the verdict fired
+    on them (`equal`, the trigger claim's numbers); the stages are bootstrapped here."""
     rows = _delta_rows(
         "end-to-end", failing.latency_us, comparator.latency_us, "failing", "comparator"
     )
@@ -111,6 +152,8 @@ def impact(
     rows = [{**r, "interval": EXPORT_INTERVAL} for r in rows]
     if recorded is not None:
         rows = [_with_recorded(r, recorded) if r["metric"] == "end-to-end" else r for r in rows]
+    if equal is not None:
+        rows = rows[:2] + _equal_rows(equal, recorded) + rows[2:]
     return {"confidence_level": CONFIDENCE, "rows": rows}
 
 
@@ -404,7 +447,10 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
                     raise WorkbenchError(inc.id, f"cannot export: {exc.one_line()}") from exc
         if inc.failing and inc.comparator:
             doc["impact"] = impact(
-                samples[inc.failing], samples[inc.comparator], _recorded_tail(inc)
+                samples[inc.failing],
+                samples[inc.comparator],
+                _recorded_tail(inc),
+                _recorded_equal(inc),
             )
             doc["reproduction"] = _reproduction(inc, con)
         else:
