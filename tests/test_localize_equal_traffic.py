@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 from test_localize_profsim_regressions import HW, _runs
 from test_localize_queue_bootstrap import PAIRS, _run
 
@@ -101,3 +102,38 @@ def test_the_triage_prints_the_intervals_it_fired_on(tmp_path: Path, capsys: Any
     )  # fmt: skip
     shown = verdict_text(loc, doc).plain
     assert "rests on the gaps at equal traffic" in shown and "97.5% CI" in shown
+
+
+def test_the_closure_summary_shows_the_intervals_it_fired_on(tmp_path: Path, capsys: Any) -> None:
+    # The observed intervals include zero: without the rows at equal traffic the exported
+    # summary would print a regression beside intervals that do not show one.
+    from test_export_summary import check_schema
+
+    from workbench.cli.main import main
+
+    _runs(tmp_path, "mapping_fallback", 2, "store", "serial")
+    store = ["--store", str(tmp_path / "store")]
+    assert main(["incident", "new", *store, "--title", "t", "--id", "INC-eq"]) == 0
+    capsys.readouterr()
+    argv = ["triage", *store, "--failing", "failing", "--comparator", "comparator"]
+    assert main([*argv, "--incident", "INC-eq", "--json"]) == 0
+    eq = json.loads(capsys.readouterr().out)["verdict"]["equal_traffic"]
+    assert eq["fired"]["value"] == 1.0
+    assert main(["export", *store, "--incident", "INC-eq", "--format", "json", "-o", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    check_schema(doc)
+    rows = {(r["metric"], r["quantile"]): r for r in doc["impact"]["rows"]}
+    for q in QNAMES:
+        observed, row = rows["end-to-end", q], rows["end-to-end at equal traffic", q]
+        assert observed["ci_low_us"] <= 0 <= observed["ci_high_us"]
+        assert (row["delta_us"], row["ci_low_us"], row["ci_high_us"]) == pytest.approx(
+            (eq[q]["value"], eq[q]["lo"], eq[q]["hi"])
+        )
+        assert row["row_confidence_level"] == 0.975
+    assert rows["end-to-end at equal traffic", "p95"]["ci_low_us"] > 0
+    what = doc["brief"]["what_regressed"][0]
+    assert "at equal traffic, the verdict's reading, p99" in what and "97.5% CI" in what
+    assert main(["export", *store, "--incident", "INC-eq", "--format", "md", "-o", "-"]) == 0
+    md = capsys.readouterr().out
+    line = next(x for x in md.splitlines() if x.startswith("| end-to-end at equal traffic | p95"))
+    assert "(97.5%)" in line and "end-to-end at equal traffic: triage: both services" in md

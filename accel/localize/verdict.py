@@ -41,7 +41,6 @@ from accel.localize.mechanism import mechanism_of, secondary_of
 from accel.localize.queue_bootstrap import queue_reaches
 from accel.localize.records import Claim, Localization, _Common
 from accel.localize.requeue import (
-    REPRO_QNAMES,
     QueueState,
     Reproduction,
     batch_heads,
@@ -54,6 +53,7 @@ from accel.localize.swaps import plan_swaps
 from accel.localize.traffic import traffic_noise
 from accel.localize.trigger import NO_REGRESSION, Trigger, TriggerPolicy
 from accel.localize.trigger import decide as trigger
+from accel.localize.trigger_claims import rerun_doc, trigger_claims
 from accel.ops import F64, RunArrays
 from accel.profiles import HardwareProfile
 from accel.stages import MECHANISMS, STAGE_CODE, STAGES
@@ -79,15 +79,6 @@ def _order(run: RunArrays) -> F64:
     r = run.requests
     order = np.argsort(np.nan_to_num(np.asarray(r.arrival_us, dtype=np.float64)), kind="stable")
     return np.asarray(r.latency_us, dtype=np.float64)[order]
-
-
-def _rerun_doc(rep: Reproduction) -> dict[str, float]:
-    out: dict[str, float] = {"tolerance": rep.tolerance, "reproduced": float(rep.reproduced)}
-    for q in REPRO_QNAMES:
-        out[f"observed_{q}_us"] = rep.observed_us[q]
-        out[f"rerun_{q}_us"] = rep.rerun_us[q]
-        out[f"rel_error_{q}"] = rep.rel_error[q]
-    return out
 
 
 def _check_pair(swap: SwapInputs, failing: RunArrays, comparator: RunArrays) -> SwapInputs:
@@ -160,73 +151,7 @@ def localize(
     use = pol.queue_bootstrap and reach and rq_f.reproduced and rq_c.reproduced
     queues = (fq, cq) if use else None
     trig = trigger(lf, lc, pol, n_boot=n_boot, seed=seed, context=tuple(reasons), queues=queues)
-    tg = trig.gaps
-    gaps, cis, rel = tg.gap, tg.ci, tg.rel
-    claims: list[Claim] = [
-        Claim(
-            f"p95 latency {at_q(lf, 0.95):.0f} us vs {at_q(lc, 0.95):.0f} us "
-            f"(gap {gaps['p95']:+.0f} us, {1 - pol.alpha:.0%} CI {cis['p95'][0]:+.0f}.."
-            f"{cis['p95'][1]:+.0f}); p99 gap {gaps['p99']:+.0f} us (CI {cis['p99'][0]:+.0f}.."
-            f"{cis['p99'][1]:+.0f}); practical threshold {trig.threshold_us['p95']:.0f} / "
-            f"{trig.threshold_us['p99']:.0f} us ({trig.threshold_basis})",
-            {
-                "p95_gap_us": gaps["p95"],
-                "p99_gap_us": gaps["p99"],
-                "p95_rel": rel["p95"],
-                "p99_rel": rel["p99"],
-                "p95_threshold_us": trig.threshold_us["p95"],
-                "p99_threshold_us": trig.threshold_us["p99"],
-                "block_failing": float(tg.block[0]),
-                "block_comparator": float(tg.block[1]),
-                **{
-                    f"{q}_queue_{e}_us": v
-                    for q, ci in tg.queue_ci.items()
-                    for e, v in zip(("lo", "hi"), ci, strict=True)
-                },
-                "n_failing": float(fr.size),
-                "n_comparator": float(cr.size),
-            },
-            "moving-block bootstrap of the quantile gap (block length from each run's "
-            "autocorrelation)"
-            + (
-                ", widened to the queue bootstrap's interval (jobs and arrival gaps of each run "
-                "resampled and replayed through its queue)"
-                if tg.queue_ci
-                else ""
-            )
-            + "; practical threshold",
-        ),
-        Claim(
-            f"{trig.outcome}: {trig.reason}",
-            {
-                **trig.comparator_halves,
-                **(
-                    {"requests_needed": float(trig.requests_needed)}
-                    if trig.requests_needed is not None
-                    else {}
-                ),
-                **_equal_numbers(trig),
-            },
-            "trigger",
-        ),
-    ]
-    common: _Common = {
-        "p95_gap_us": gaps["p95"],
-        "p99_gap_us": gaps["p99"],
-        "p95_gap_ci": cis["p95"],
-        "p99_gap_ci": cis["p99"],
-        "n_failing": fr.size,
-        "n_comparator": cr.size,
-        "p95_rel_gap": rel["p95"],
-        "p99_rel_gap": rel["p99"],
-        "method": method,
-        "outcome": trig.outcome,
-        "outcome_reason": trig.reason,
-        "threshold_us": dict(trig.threshold_us),
-        "threshold_basis": trig.threshold_basis,
-        "hardware_gap": hw_doc,
-        "equal_traffic": _equal_doc(trig),
-    }
+    claims, common = trigger_claims(trig, lf, lc, pol.alpha, method, hw_doc)
     # A regression read at equal traffic has already set the traffic aside.
     if trig.regression and not trig.at_equal_traffic:
         noise = traffic_noise(failing, comparator, trig, RESIDUAL_ALPHA)
@@ -237,8 +162,8 @@ def localize(
     if not trig.regression:
         # Stated for every verdict: whether the queue model gives back each run's tail.
         rerun = {
-            "failing": _rerun_doc(rq_f),
-            "comparator": _rerun_doc(rq_c),
+            "failing": rerun_doc(rq_f),
+            "comparator": rerun_doc(rq_c),
         }
         return Localization(
             triggered=False,
@@ -289,7 +214,7 @@ def _localize_triggered(
     f_heads, c_heads = batch_heads(fr), batch_heads(cr)
     fq, cq, rq_f, rq_c = queues
     reproduced = rq_f.reproduced and rq_c.reproduced
-    rerun = {"failing": _rerun_doc(rq_f), "comparator": _rerun_doc(rq_c)}
+    rerun = {"failing": rerun_doc(rq_f), "comparator": rerun_doc(rq_c)}
     worst = max(rq_f.worst, rq_c.worst)
     claims.append(
         Claim(
@@ -560,29 +485,4 @@ def _verdict_claims(
         )
     )
     assert mech in MECHANISMS
-    return out
-
-
-def _equal_doc(trig: Trigger) -> dict[str, dict[str, float]]:
-    """Localization.equal_traffic of a trigger."""
-    et = trig.equal_traffic
-    if et is None:
-        return {}
-    out = {q: {"value": v, "lo": et.ci[q][0], "hi": et.ci[q][1]} for q, v in et.gap.items()}
-    out["fired"] = {"value": float(trig.at_equal_traffic), "replays": float(et.replays)}
-    return out
-
-
-def _equal_numbers(trig: Trigger) -> dict[str, float]:
-    """The gaps at equal traffic as claim numbers (empty when they were not read)."""
-    et = trig.equal_traffic
-    if et is None:
-        return {}
-    out = {
-        "equal_traffic_replays": float(et.replays),
-        "at_equal_traffic": float(trig.at_equal_traffic),
-    }
-    for q, v in et.gap.items():
-        out[f"{q}_equal_traffic_gap_us"] = v
-        out[f"{q}_equal_traffic_lo_us"], out[f"{q}_equal_traffic_hi_us"] = et.ci[q]
     return out

@@ -8,9 +8,12 @@ Every number is taken from the summary's own sections, so the brief, the tables 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from workbench.triage.numbers_text import fmt_ci, fmt_pct, fmt_signed, fmt_us, fmt_value
+
+# The impact rows of the gaps at equal traffic (summary.py), when the verdict fired on them.
+EQUAL_METRIC: Final[str] = "end-to-end at equal traffic"
 
 # Tags that say where in the fleet a run was taken, in the order a reader wants them.
 WHERE_KEYS: tuple[tuple[str, str], ...] = (
@@ -59,6 +62,15 @@ def _what(doc: dict[str, Any]) -> str:
         f"{fmt_signed(p95['delta_us'])} (CI {fmt_ci(p95['ci_low_us'], p95['ci_high_us'])}), "
         f"run {h['failing']} vs {h['comparator']}"
     )
+    e99, e95 = _row(doc, EQUAL_METRIC, "p99"), _row(doc, EQUAL_METRIC, "p95")
+    if e99 is not None and e95 is not None:
+        # The verdict rests on these, not on the observed gaps before them.
+        text += (
+            f"; at equal traffic, the verdict's reading, p99 {fmt_signed(e99['delta_us'])} "
+            f"({100 * e99['row_confidence_level']:.1f}% CI "
+            f"{fmt_ci(e99['ci_low_us'], e99['ci_high_us'])}), p95 "
+            f"{fmt_signed(e95['delta_us'])} (CI {fmt_ci(e95['ci_low_us'], e95['ci_high_us'])})"
+        )
     change = _change_tags(doc)
     if change:
         text += ", since " + ", ".join(

@@ -8,26 +8,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from workbench.triage import closure_md
 from workbench.triage.brief import PARTS
-from workbench.triage.md_text import code, esc
+from workbench.triage.md_text import code, esc, opt_esc
 from workbench.triage.md_text import table as _table
 from workbench.triage.numbers_text import fmt_ci as _ci
 from workbench.triage.numbers_text import fmt_pct as _pct
 from workbench.triage.numbers_text import fmt_signed as _signed
 from workbench.triage.numbers_text import fmt_us as _us
-from workbench.triage.numbers_text import fmt_value as _value
-
-_VERDICT_MARK = {
-    "PASS": "✅ PASS",
-    "FAIL": "❌ FAIL",
-    "REFUSED": "⛔ REFUSED",
-    "INCONCLUSIVE": "⚠️ INCONCLUSIVE",
-}
-_OUTCOME_MARK = {"pass": "✅ pass", "better": "➖ better", "fail": "❌ fail"}
-
-
-def _opt(value: Any) -> str | None:
-    return None if value is None else esc(value)
 
 
 def _rounded(value: Any) -> Any:
@@ -63,14 +51,14 @@ def _header(doc: dict[str, Any]) -> list[str]:
     h = doc["header"]
     out = ["## Header", ""]
     body: list[list[Any]] = [
-        ["severity", _opt(h["severity"])],
+        ["severity", opt_esc(h["severity"])],
         ["status", f"**{esc(h['status'])}**"],
         ["created", f"{esc(h['created_at'])} by {esc(h['created_by'])}"],
         ["updated", f"{esc(h['updated_at'])} (version {h['version']})"],
-        ["failing run", _opt(h["failing"])],
-        ["comparator run", _opt(h["comparator"])],
-        ["fixed-metadata run", _opt(h["fixed_metadata"])],
-        ["candidate run", _opt(h["candidate"])],
+        ["failing run", opt_esc(h["failing"])],
+        ["comparator run", opt_esc(h["comparator"])],
+        ["fixed-metadata run", opt_esc(h["fixed_metadata"])],
+        ["candidate run", opt_esc(h["candidate"])],
         ["summary generated", doc["generated_at"]],
     ]
     out += _table(["field", "value"], body)
@@ -90,6 +78,10 @@ def _impact(doc: dict[str, Any]) -> list[str]:
     if len(sources) > 1:
         out.append(f"End-to-end intervals: {esc(sources[0])}; stages: {esc(sources[-1])}.")
     out.append("")
+    for r in imp["rows"]:
+        if "row_confidence_level" in r:
+            out += [f"{esc(r['metric'])}: {esc(r['interval'])}.", ""]
+            break
     rows = [
         [
             esc(r["metric"]),
@@ -97,7 +89,7 @@ def _impact(doc: dict[str, Any]) -> list[str]:
             _us(r["failing_us"]),
             _us(r["comparator_us"]),
             _signed(r["delta_us"]),
-            _ci(r["ci_low_us"], r["ci_high_us"]),
+            _with_level(_ci(r["ci_low_us"], r["ci_high_us"]), r),
             _pct(r["delta_pct"]),
             f"{r['n_failing']} / {r['n_comparator']}",
         ]
@@ -106,6 +98,12 @@ def _impact(doc: dict[str, Any]) -> list[str]:
     return out + _table(
         ["metric", "q", "failing", "comparator", "Δ", f"{level}% CI", "Δ %", "n (f / c)"], rows
     )
+
+
+def _with_level(ci: str | None, row: dict[str, Any]) -> str | None:
+    """The interval, with its level when the row's is not the table's (' (97.5%)')."""
+    level = row.get("row_confidence_level")
+    return ci if ci is None or level is None else f"{ci} ({100 * level:.1f}%)"
 
 
 def _reproduction(doc: dict[str, Any]) -> list[str]:
@@ -117,7 +115,7 @@ def _reproduction(doc: dict[str, Any]) -> list[str]:
     out += _table(
         ["role", "run", "taken", "label"],
         [
-            [r["role"], code(r["run_id"]), _opt(r["imported_at"]), _opt(r["label"])]
+            [r["role"], code(r["run_id"]), opt_esc(r["imported_at"]), opt_esc(r["label"])]
             for r in rep["runs"]
         ],
     )
@@ -125,7 +123,7 @@ def _reproduction(doc: dict[str, Any]) -> list[str]:
     out += ["Locked tags (🔒) must hold equal for a fair comparison; differences are **bold**.", ""]
     rows = []
     for t in rep["tags"]:
-        vals = [_opt(t["values"].get(r)) for r in runs]
+        vals = [opt_esc(t["values"].get(r)) for r in runs]
         if t["differs"]:
             vals = [f"**{v}**" if v is not None else "**unknown**" for v in vals]
         rows.append([("🔒 " if t["locked"] else "") + esc(t["key"]), *vals])
@@ -144,10 +142,10 @@ def _localization(doc: dict[str, Any]) -> list[str]:
     out += _table(
         ["", "value"],
         [
-            ["origin stage", f"{code(loc['origin'])} — {_opt(loc['origin_name'])}"],
-            ["manifest stage", f"{code(loc['manifest'])} — {_opt(loc['manifest_name'])}"],
+            ["origin stage", f"{code(loc['origin'])} — {opt_esc(loc['origin_name'])}"],
+            ["manifest stage", f"{code(loc['manifest'])} — {opt_esc(loc['manifest_name'])}"],
             ["mechanism", code(loc["mechanism"])],
-            ["secondary mechanism", _opt(loc["secondary_mechanism"])],
+            ["secondary mechanism", opt_esc(loc["secondary_mechanism"])],
             ["confidence", None if conf is None else f"{conf:.2f}"],
             ["explained share of the tail gap", None if share is None else f"{100 * share:.1f}%"],
         ],
@@ -187,290 +185,6 @@ def _mechanism_evidence(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def _fix(doc: dict[str, Any]) -> list[str]:
-    out = ["## Fix candidate", ""]
-    fix = doc.get("fix")
-    if fix is None:
-        return [*out, "_No candidate yet._", ""]
-    label = f" — {esc(fix['label'])}" if fix["label"] else ""
-    out += [f"Candidate {code(fix['candidate'])}{label}.", ""]
-    if not fix["tags"]:
-        return [*out, "_Its tags equal the failing run's._", ""]
-    return out + _table(
-        ["tag that differs from the failing run", "failing", "comparator", "candidate"],
-        [
-            [
-                esc(t["key"]),
-                _opt(t["failing"]),
-                _opt(t["comparator"]),
-                f"**{_opt(t['candidate'])}**",
-            ]
-            for t in fix["tags"]
-        ],
-    )
-
-
-def _closed_loop(doc: dict[str, Any]) -> list[str]:
-    out = ["## Closed loop", ""]
-    loop = doc["closed_loop"]
-    if loop is None:
-        return [*out, "_Needs a localization and a candidate run._", ""]
-    out += ["### Compile profile", ""]
-    out += _table(
-        [
-            "run",
-            "compiles",
-            "recompiles",
-            "failed",
-            "cache hits",
-            "compile time",
-            "fallback ops",
-            "ops",
-        ],
-        [
-            [
-                code(p["run_id"]),
-                p["compiles"],
-                p["recompiles"],
-                p["failed_compiles"],
-                p["cache_hits"],
-                _us(p["compile_us"]),
-                p["fallback_ops"],
-                p["ops"],
-            ]
-            for p in loop["compile_profile"]
-        ],
-    )
-    out += ["### Runtime telemetry (origin and manifest stage p99)", ""]
-    out += _table(
-        ["stage", "failing", "comparator", "Δ", "95% CI", "n (f / c)"],
-        [
-            [
-                esc(r["metric"]),
-                _us(r["failing_us"]),
-                _us(r["comparator_us"]),
-                _signed(r["delta_us"]),
-                _ci(r["ci_low_us"], r["ci_high_us"]),
-                f"{r['n_failing']} / {r['n_comparator']}",
-            ]
-            for r in loop["runtime_telemetry"]
-        ],
-    )
-    out += ["### Retuning action", ""]
-    retune = loop["retuning_action"]
-    proposed = retune["triage"]
-    if isinstance(proposed, list) and all(isinstance(a, dict) for a in proposed):
-        # TriageResult.retuning: actions with their predicted tail gain.
-        for a in proposed:
-            gain = a.get("predicted_p99_gain_us")
-            out.append(
-                f"- proposed by triage: {esc(a.get('text', a.get('kind')))}"
-                + (f" (predicted p99 gain {_us(gain)})" if isinstance(gain, int | float) else "")
-            )
-    elif proposed:
-        out.append(f"- proposed by triage: {code(json.dumps(proposed, sort_keys=True))}")
-    out += [
-        f"- action #{a['id']} ({esc(a['status'])}, {esc(a['owner'])}): {esc(a['text'])}"
-        for a in retune["actions"]
-    ]
-    res = loop["result_run"]
-    out += ["", f"### Result run {code(res['run_id'])} against failing {code(res['against'])}", ""]
-    out += _table(
-        ["q", "candidate", "failing", "Δ", "95% CI", "Δ %", "n (c / f)"],
-        [
-            [
-                r["quantile"],
-                _us(r["candidate_us"]),
-                _us(r["failing_us"]),
-                _signed(r["delta_us"]),
-                _ci(r["ci_low_us"], r["ci_high_us"]),
-                _pct(r["delta_pct"]),
-                f"{r['n_candidate']} / {r['n_failing']}",
-            ]
-            for r in res["rows"]
-        ],
-    )
-    return out
-
-
-def _validation(doc: dict[str, Any]) -> list[str]:
-    out = ["## Validation", ""]
-    v = doc["validation"]
-    if v is None:
-        return [*out, "_No candidate validated yet._", ""]
-    out += [
-        f"**Verdict: {_VERDICT_MARK.get(v['verdict'], esc(v['verdict']))}** — candidate "
-        f"{code(v['candidate'])} against the {esc(v['baseline_role'])} {code(v['baseline'])}; "
-        f"score {v['score']:.2f} (PASS needs ≥ {v['pass_threshold']}, every guardrail on ≥ 50 "
-        f"samples a side, and production-like shapes); validated {esc(v['validated_at'])} by "
-        f"{esc(v['validated_by'])}.",
-        "",
-    ]
-    out += [f"- {esc(r)}" for r in v["reasons"]] + [""]
-    if v["history"]:
-        out += ["Earlier candidates of this incident:", ""]
-        out += [
-            f"- {code(h['candidate'])} ({esc(h['validated_at'])}, {esc(h['validated_by'])}): "
-            f"**{esc(h['verdict'])}** — {esc('; '.join(h['reasons']))}"
-            for h in v["history"]
-        ]
-        out.append("")
-    level = round(100 * v["confidence_level"])
-    rows = []
-    for c in v["cells"]:
-        unit = c["unit"]
-        rows.append(
-            [
-                esc(c["label"]) + (" (critical)" if c["critical"] else ""),
-                _OUTCOME_MARK.get(c["outcome"], f"⚠️ {esc(c['outcome'])}"),
-                c["classification"],
-                _value(c["baseline_value"], unit),
-                _value(c["candidate_value"], unit),
-                _signed(c["diff"], unit),
-                _ci(c["ci_low"], c["ci_high"], unit),
-                f"{c['n_baseline']} / {c['n_candidate']}",
-                esc(c["why"]),
-            ]
-        )
-    return out + _table(
-        [
-            "guardrail",
-            "outcome",
-            "class",
-            "baseline",
-            "candidate",
-            "Δ",
-            f"{level}% CI",
-            "n (b / c)",
-            "why",
-        ],
-        rows,
-    )
-
-
-def _rollback(doc: dict[str, Any]) -> list[str]:
-    out = ["## Rollback criteria", ""]
-    crit = doc["rollback_criteria"]
-    if not crit:
-        return [*out, "_None defined._", ""]
-    out += [
-        "Roll back when any of these holds over the given window of requests; a trigger is "
-        "never closer to the baseline than the metric's noise over one window.",
-        "",
-    ]
-    return out + _table(
-        ["metric", "trigger", "window", "noise (±, one window)", "source"],
-        [
-            [
-                esc(c["label"]),
-                f"{esc(c['op'])} {_value(c['threshold'], c['unit'])}",
-                f"{c['window_requests']} requests",
-                _value(c.get("noise"), c["unit"]),
-                esc(c["source"]),
-            ]
-            for c in crit
-        ],
-    )
-
-
-def _checks(doc: dict[str, Any]) -> list[str]:
-    out = ["## Replay and guardrail checks", "", "### Production-like shapes", ""]
-    rc = doc["checks"]["replay"]
-    if rc is None:
-        out += ["_No replay check yet._", ""]
-    else:
-        psi = "—" if rc["psi"] is None else f"{rc['psi']:.3f}"
-        unseen = "—" if rc["unseen_share"] is None else f"{100 * rc['unseen_share']:.1f}%"
-        out += [
-            f"{'✅ production-like' if rc['passed'] else '⛔ not production-like'}: "
-            f"candidate {code(rc['candidate'])} (n={rc['n_candidate']}) against "
-            f"{code(rc['reference'])} (n={rc['n_reference']}), {rc['n_shapes']} shape buckets; "
-            f"PSI {psi} (threshold {rc['psi_threshold']}), unseen shapes {unseen} "
-            f"(threshold {100 * rc['unseen_threshold']:.0f}%). {esc(rc['reason'])}.",
-            "",
-        ]
-        out += _table(
-            ["shape", "reference share", "candidate share"],
-            [
-                [
-                    code(s["shape_key"]),
-                    f"{100 * s['share_reference']:.1f}% ({s['n_reference']})",
-                    f"{100 * s['share_candidate']:.1f}% ({s['n_candidate']})",
-                ]
-                for s in rc["top_shapes"]
-            ],
-        )
-    out += ["### Guardrails", ""]
-    rails = doc["checks"]["guardrails"]
-    if not rails:
-        return [*out, "_None yet._", ""]
-    return out + _table(
-        ["guardrail", "bad direction", "tolerance", "floor", "critical"],
-        [
-            [
-                esc(g["label"]),
-                esc(g["direction"]),
-                f"{100 * g['tolerance']:.0f}%",
-                f"{g['min_effect']:g} (absolute)" if g["min_effect"] else None,
-                "yes" if g["critical"] else "no",
-            ]
-            for g in rails
-        ],
-    )
-
-
-def _owners(doc: dict[str, Any]) -> list[str]:
-    out = ["## Owners and follow-ups", ""]
-    own = doc["owners"]
-    out += _table(
-        ["role", "person", "since", "closure artifact"],
-        [
-            [esc(o["role"]), esc(o["person"]), esc(o["assumed_at"]), esc(o["artifact"])]
-            for o in own["owners"]
-        ],
-    )
-    out += _table(
-        ["#", "action", "owner", "due", "status"],
-        [
-            [
-                a["id"],
-                esc(a["text"]),
-                esc(a["owner"]),
-                esc(a["due"]) + (" **overdue**" if a["overdue"] else ""),
-                esc(a["status"]),
-            ]
-            for a in own["follow_ups"]
-        ],
-    )
-    return out
-
-
-def _timeline(doc: dict[str, Any]) -> list[str]:
-    out = ["## Timeline", ""]
-    return out + _table(
-        ["when", "who", "event", "status", "note"],
-        [
-            [
-                esc(t["at"]),
-                esc(t["actor"]),
-                esc(t["event"]),
-                f"{esc(t['status_from'] or '')} → {esc(t['status_to'])}"
-                if t["status_to"]
-                else None,
-                _opt(t["note"] or None),
-            ]
-            for t in doc["timeline"]
-        ],
-    )
-
-
-def _audit(doc: dict[str, Any]) -> list[str]:
-    """One line per change: time, who, field, old → new (the JSON export keeps full values)."""
-    out = ["## Audit appendix", "", f"{len(doc['audit'])} changes, oldest first.", ""]
-    out += [f"- {esc(a['line'])}" for a in doc["audit"]]
-    return [*out, ""]
-
-
 def render_markdown(doc: dict[str, Any]) -> str:
     """The closure summary as GitHub-flavoured Markdown: the brief first."""
     parts = [
@@ -480,14 +194,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
         _impact,
         _reproduction,
         _localization,
-        _fix,
-        _closed_loop,
-        _validation,
-        _rollback,
-        _checks,
-        _owners,
-        _timeline,
-        _audit,
+        closure_md.fix,
+        closure_md.closed_loop,
+        closure_md.validation,
+        closure_md.rollback,
+        closure_md.checks,
+        closure_md.owners,
+        closure_md.timeline,
+        closure_md.audit,
     ]
     lines: list[str] = []
     for part in parts:

@@ -28,6 +28,11 @@ def esc(value: Any) -> str:
     return "\\" + text
 
 
+def opt_esc(value: Any) -> str | None:
+    """esc(value), or None (an empty cell) for None."""
+    return None if value is None else esc(value)
+
+
 def code(value: Any) -> str:
     """Record text as an inline code span: a fence longer than any backtick run inside."""
     text = " ".join(str(value).split())

@@ -7,111 +7,26 @@ in summary_schema.json; a section that cannot be filled yet is null and listed i
 
 from __future__ import annotations
 
-import math
 from datetime import date
 from pathlib import Path
 from typing import Any, Final
 
 import duckdb
 import msgspec
-import numpy as np
 
-from accel import stats
-from accel.stages import DEFAULT_OWNER_ROLE, STAGE_NAMES, STAGES
+from accel.stages import DEFAULT_OWNER_ROLE, STAGE_NAMES
 from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.triage.audit_text import audit_line
 from workbench.triage.brief import build_brief, lines_of
 from workbench.triage.guardrails import RunSamples
+from workbench.triage.impact import delta_rows, finite, impact, recorded_equal, recorded_tail
 from workbench.triage.incident import Incident, ReplayCheck, Validation, load_incident, now_iso
-from workbench.triage.judge import CONFIDENCE, N_BOOT, SEED
 from workbench.triage.owners import overdue_actions
 from workbench.triage.validation import load_samples
 from workbench.triage.verdict import candidate_verdict
 
 SUMMARY_SCHEMA: Final[str] = "workbench.closure_summary/1"
-IMPACT_QUANTILES: Final[tuple[tuple[str, float], ...]] = (("p95", 0.95), ("p99", 0.99))
-
-
-def _num(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
-def _delta_rows(
-    label: str, x: np.ndarray, y: np.ndarray, x_name: str, y_name: str
-) -> list[dict[str, Any]]:
-    """p95 and p99 of x and y with the bootstrap CI of quantile(x) - quantile(y)."""
-    rows = []
-    nx, ny = int(stats.clean(x).size), int(stats.clean(y).size)
-    for name, q in IMPACT_QUANTILES:
-        d, lo, hi = stats.bootstrap_quantile_diff(
-            x, y, q, n_boot=N_BOOT, seed=SEED, alpha=1 - CONFIDENCE
-        )
-        vy = float(stats.quantile(y, q))
-        rows.append(
-            {
-                "metric": label,
-                "quantile": name,
-                f"{x_name}_us": _num(float(stats.quantile(x, q))),
-                f"{y_name}_us": _num(vy),
-                "delta_us": _num(d),
-                "ci_low_us": _num(lo),
-                "ci_high_us": _num(hi),
-                "delta_pct": _num(100.0 * d / vy) if vy else None,
-                f"n_{x_name}": nx,
-                f"n_{y_name}": ny,
-            }
-        )
-    return rows
-
-
-TRIAGE_INTERVAL: Final[str] = "triage: the trigger's interval (steady state, block bootstrap)"
-EXPORT_INTERVAL: Final[str] = "export: percentile bootstrap of every request"
-
-
-def _recorded_tail(inc: Incident) -> dict[str, Any] | None:
-    """The end-to-end tail gap the triage recorded (its stage_quantiles claim), if any."""
-    claim = next((c for c in inc.claims if c.query == "stage_quantiles"), None)
-    keys = ("p95_gap_ci", "p99_gap_ci", "failing_p99_us", "n_failing", "n_comparator")
-    return dict(claim.numbers) if claim and all(k in claim.numbers for k in keys) else None
-
-
-def _with_recorded(row: dict[str, Any], tail: dict[str, Any]) -> dict[str, Any]:
-    q = row["quantile"]
-    lo, hi = tail[f"{q}_gap_ci"]
-    base = float(tail[f"comparator_{q}_us"])
-    delta = float(tail[f"{q}_gap_us"])
-    return {
-        **row,
-        "failing_us": _num(float(tail[f"failing_{q}_us"])),
-        "comparator_us": _num(base),
-        "delta_us": _num(delta),
-        "ci_low_us": _num(float(lo)),
-        "ci_high_us": _num(float(hi)),
-        "delta_pct": _num(100.0 * delta / base) if base else None,
-        "n_failing": int(tail["n_failing"]),
-        "n_comparator": int(tail["n_comparator"]),
-        "interval": TRIAGE_INTERVAL,
-    }
-
-
-def impact(
-    failing: RunSamples, comparator: RunSamples, recorded: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """p95/p99 deltas failing - comparator, end to end then per stage, each with n and CI.
-
-    The end-to-end rows are the triage's own figures when it recorded them (`recorded`, the
-    stage_quantiles claim's numbers), so one gap has one interval in the claim, the impact
-    table, the brief and the app; the stages are bootstrapped here."""
-    rows = _delta_rows(
-        "end-to-end", failing.latency_us, comparator.latency_us, "failing", "comparator"
-    )
-    for s in STAGES:
-        rows += _delta_rows(s, failing.stage_us[s], comparator.stage_us[s], "failing", "comparator")
-    rows = [{**r, "interval": EXPORT_INTERVAL} for r in rows]
-    if recorded is not None:
-        rows = [_with_recorded(r, recorded) if r["metric"] == "end-to-end" else r for r in rows]
-    return {"confidence_level": CONFIDENCE, "rows": rows}
 
 
 def _reproduction(inc: Incident, con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -231,8 +146,8 @@ def _mechanism_evidence(inc: Incident, con: duckdb.DuckDBPyConnection) -> dict[s
             {
                 "label": label,
                 "column": col,
-                "failing": _num(float(f[col])) if f[col] is not None else None,
-                "comparator": _num(float(c[col])) if c[col] is not None else None,
+                "failing": finite(float(f[col])) if f[col] is not None else None,
+                "comparator": finite(float(c[col])) if c[col] is not None else None,
                 "failing_text": _fact_text(f[col], unit),
                 "comparator_text": _fact_text(c[col], unit),
                 "n_failing": int(f[n_col]),
@@ -241,7 +156,7 @@ def _mechanism_evidence(inc: Incident, con: duckdb.DuckDBPyConnection) -> dict[s
             }
             for col, label, unit, n_col, n_label in facts
         ],
-        "rows": [{k: _num(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows],
+        "rows": [{k: finite(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows],
     }
 
 
@@ -327,7 +242,7 @@ def _closed_loop(
         "result_run": {
             "run_id": inc.candidate,
             "against": inc.failing,
-            "rows": _delta_rows(
+            "rows": delta_rows(
                 "end-to-end", cand.latency_us, failing.latency_us, "candidate", "failing"
             ),
         },
@@ -404,7 +319,10 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
                     raise WorkbenchError(inc.id, f"cannot export: {exc.one_line()}") from exc
         if inc.failing and inc.comparator:
             doc["impact"] = impact(
-                samples[inc.failing], samples[inc.comparator], _recorded_tail(inc)
+                samples[inc.failing],
+                samples[inc.comparator],
+                recorded_tail(inc),
+                recorded_equal(inc),
             )
             doc["reproduction"] = _reproduction(inc, con)
         else:

@@ -1,0 +1,127 @@
+"""The trigger's claims and the verdict fields every outcome shares: the observed gaps with their
+intervals and thresholds, the trigger's outcome and reason, the gaps at equal traffic when they
+were read, and the base re-run's reproduction, as the verdict states them."""
+
+from __future__ import annotations
+
+from accel.localize.gaps import at_q
+from accel.localize.records import Claim, _Common
+from accel.localize.requeue import REPRO_QNAMES, Reproduction
+from accel.localize.trigger import Trigger
+from accel.ops import F64
+
+
+def trigger_claims(
+    trig: Trigger,
+    lf: F64,
+    lc: F64,
+    alpha: float,
+    method: str,
+    hw_doc: dict[str, dict[str, float]],
+) -> tuple[list[Claim], _Common]:
+    """The gap and trigger claims of failing latencies lf vs comparator lc, and the fields of
+    the Localization that every outcome carries."""
+    tg = trig.gaps
+    gaps, cis, rel = tg.gap, tg.ci, tg.rel
+    claims: list[Claim] = [
+        Claim(
+            f"p95 latency {at_q(lf, 0.95):.0f} us vs {at_q(lc, 0.95):.0f} us "
+            f"(gap {gaps['p95']:+.0f} us, {1 - alpha:.0%} CI {cis['p95'][0]:+.0f}.."
+            f"{cis['p95'][1]:+.0f}); p99 gap {gaps['p99']:+.0f} us (CI {cis['p99'][0]:+.0f}.."
+            f"{cis['p99'][1]:+.0f}); practical threshold {trig.threshold_us['p95']:.0f} / "
+            f"{trig.threshold_us['p99']:.0f} us ({trig.threshold_basis})",
+            {
+                "p95_gap_us": gaps["p95"],
+                "p99_gap_us": gaps["p99"],
+                "p95_rel": rel["p95"],
+                "p99_rel": rel["p99"],
+                "p95_threshold_us": trig.threshold_us["p95"],
+                "p99_threshold_us": trig.threshold_us["p99"],
+                "block_failing": float(tg.block[0]),
+                "block_comparator": float(tg.block[1]),
+                **{
+                    f"{q}_queue_{e}_us": v
+                    for q, ci in tg.queue_ci.items()
+                    for e, v in zip(("lo", "hi"), ci, strict=True)
+                },
+                "n_failing": float(lf.size),
+                "n_comparator": float(lc.size),
+            },
+            "moving-block bootstrap of the quantile gap (block length from each run's "
+            "autocorrelation)"
+            + (
+                ", widened to the queue bootstrap's interval (jobs and arrival gaps of each run "
+                "resampled and replayed through its queue)"
+                if tg.queue_ci
+                else ""
+            )
+            + "; practical threshold",
+        ),
+        Claim(
+            f"{trig.outcome}: {trig.reason}",
+            {
+                **trig.comparator_halves,
+                **(
+                    {"requests_needed": float(trig.requests_needed)}
+                    if trig.requests_needed is not None
+                    else {}
+                ),
+                **equal_numbers(trig),
+            },
+            "trigger",
+        ),
+    ]
+    common: _Common = {
+        "p95_gap_us": gaps["p95"],
+        "p99_gap_us": gaps["p99"],
+        "p95_gap_ci": cis["p95"],
+        "p99_gap_ci": cis["p99"],
+        "n_failing": lf.size,
+        "n_comparator": lc.size,
+        "p95_rel_gap": rel["p95"],
+        "p99_rel_gap": rel["p99"],
+        "method": method,
+        "outcome": trig.outcome,
+        "outcome_reason": trig.reason,
+        "threshold_us": dict(trig.threshold_us),
+        "threshold_basis": trig.threshold_basis,
+        "hardware_gap": hw_doc,
+        "equal_traffic": equal_doc(trig),
+    }
+    return claims, common
+
+
+def rerun_doc(rep: Reproduction) -> dict[str, float]:
+    """What the verdict states of a base re-run: tolerance, reproduced, and per quantile the
+    observed and re-run values and their relative error."""
+    out: dict[str, float] = {"tolerance": rep.tolerance, "reproduced": float(rep.reproduced)}
+    for q in REPRO_QNAMES:
+        out[f"observed_{q}_us"] = rep.observed_us[q]
+        out[f"rerun_{q}_us"] = rep.rerun_us[q]
+        out[f"rel_error_{q}"] = rep.rel_error[q]
+    return out
+
+
+def equal_doc(trig: Trigger) -> dict[str, dict[str, float]]:
+    """Localization.equal_traffic of a trigger."""
+    et = trig.equal_traffic
+    if et is None:
+        return {}
+    out = {q: {"value": v, "lo": et.ci[q][0], "hi": et.ci[q][1]} for q, v in et.gap.items()}
+    out["fired"] = {"value": float(trig.at_equal_traffic), "replays": float(et.replays)}
+    return out
+
+
+def equal_numbers(trig: Trigger) -> dict[str, float]:
+    """The gaps at equal traffic as claim numbers (empty when they were not read)."""
+    et = trig.equal_traffic
+    if et is None:
+        return {}
+    out = {
+        "equal_traffic_replays": float(et.replays),
+        "at_equal_traffic": float(trig.at_equal_traffic),
+    }
+    for q, v in et.gap.items():
+        out[f"{q}_equal_traffic_gap_us"] = v
+        out[f"{q}_equal_traffic_lo_us"], out[f"{q}_equal_traffic_hi_us"] = et.ci[q]
+    return out
