@@ -155,6 +155,18 @@ def test_unknown_run_is_a_one_line_error(
     assert len(err) == 1 and "'nope'" in err[0] and "not in the store" in err[0]
 
 
+def test_an_unknown_fixed_metadata_run_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = incident_store(tmp_path)
+    args = ["triage", "--store", str(store), "--failing", "failing", "--comparator", "comparator"]
+    assert main([*args, "--fixed", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1 and "'nope'" in err[0] and "fixed-metadata run is not in the store" in err[0]
+    )
+
+
 def test_incident_gets_the_result(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from workbench.triage.incident import create_incident, load_incident
 
