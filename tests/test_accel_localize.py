@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from accel.cost import op_times
-from accel.localize import TriggerPolicy, localize, prepare_swaps, replayed
+from accel.localize import TriggerPolicy, comparator_shares, localize, prepare_swaps, replayed
+from accel.localize.swaps import placement_swap
 from accel.ops import RunArrays
 from accel.profiles import get_profile
 from accel.stages import MECHANISMS, STAGES
@@ -79,6 +80,19 @@ def test_swaps_prepared_beforehand_give_the_same_verdict(fault: str) -> None:
     assert ready.deltas is not None and set(ready.deltas) == {"compile", "kernel", "fusion", "all"}
     assert repr(localize(f, c, H100, prepared=ready)) == repr(alone)
     assert repr(localize(f, c, H100, prepared=lambda: ready)) == repr(alone)
+    # The comparator's placement shares made beforehand (on its own op-name codes) give the
+    # same placement swap, whether or not the failing run has names the comparator lacks.
+    shares = comparator_shares(c.ops)
+    assert shares is not None
+    n_req, observed = f.requests.size, ready.base.observed_stage_us  # type: ignore[union-attr]
+    alone_swap = placement_swap(f.ops, c.ops, n_req, observed, ready.match)
+    assert np.array_equal(
+        placement_swap(f.ops, c.ops, n_req, observed, ready.match, shares), alone_swap
+    )
+    assert np.array_equal(placement_swap(f.ops, c.ops, n_req, observed, None, shares), alone_swap)
+    with_shares = prepare_swaps(f, c, shares)
+    assert with_shares.placement_shares is shares
+    assert repr(localize(f, c, H100, prepared=with_shares)) == repr(alone)
     with pytest.raises(ValueError, match="are not of"):
         localize(c, f, H100, prepared=ready)
 

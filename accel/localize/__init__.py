@@ -17,7 +17,7 @@ from accel.localize.residuals import (
     replay_summary,
     replayed,
 )
-from accel.localize.swaps import prepare_swaps
+from accel.localize.swaps import comparator_shares, prepare_swaps
 from accel.localize.trigger import OUTCOMES, Trigger, TriggerPolicy
 from accel.localize.verdict import METHODS, N_BOOT, PLAN_STAGES, localize
 
@@ -37,6 +37,7 @@ __all__ = [
     "SwapInputs",
     "Trigger",
     "TriggerPolicy",
+    "comparator_shares",
     "group_medians",
     "localize",
     "observed_queue",

@@ -230,6 +230,19 @@ def swap_base(f: OpArrays, c: OpArrays, n_req: int, m: Match) -> SwapBase:
 
 
 @dataclass(frozen=True)
+class PlacementShares:
+    """The comparator's half of the placement swap: per (op name, lane) of its execution ops
+    on cores, the median share of the lane in an op's rows; names are codes into `vocab` (the
+    comparator's own, name_codes with kernel names for missing ones)."""
+
+    vocab: list[str]
+    code: I64
+    lane: I64
+    median: F64
+    n_lane: int  # lanes of the comparator's busiest request
+
+
+@dataclass(frozen=True)
 class SwapInputs:
     """What every plan swap of one failing/comparator pair starts from; made by swap_inputs,
     before localize when the caller has a core to spare. None fields: the ops carry no names."""
@@ -241,6 +254,8 @@ class SwapInputs:
     base: SwapBase | None
     # swaps.lowering_deltas of the pair when made beforehand (swaps.prepare_swaps), else None.
     deltas: dict[str, F64] | None = None
+    # swaps.comparator_shares of the comparator when made beforehand, else None.
+    placement_shares: PlacementShares | None = None
 
 
 def swap_inputs(failing: RunArrays, comparator: RunArrays) -> SwapInputs:

@@ -15,6 +15,7 @@ from accel.localize.batching import SIM_TOLERANCE, ingress_swap
 from accel.localize.gaps import gap_share, mean_share
 from accel.localize.matching import (
     Match,
+    PlacementShares,
     SwapBase,
     SwapInputs,
     Timing,
@@ -23,7 +24,7 @@ from accel.localize.matching import (
     swap_inputs,
 )
 from accel.localize.requeue import QueueState, requeue
-from accel.ops import F64, I64, OpArrays, RunArrays, joint_name_codes, nan_as_zero
+from accel.ops import F64, I64, OpArrays, RunArrays, joint_name_codes, name_codes, nan_as_zero
 from accel.replay import stage_times
 from accel.stages import STAGE_CODE, STAGES
 
@@ -130,35 +131,58 @@ def _lanes(req: I64, core: I64, n_req: int) -> tuple[I64, I64, I64]:
     return rank_of.ravel()[cell], by_rank, count.astype(np.int64)
 
 
+def comparator_shares(c: OpArrays) -> PlacementShares | None:
+    """What placement_swap reads of the comparator (None: no execution op on a core): it
+    needs nothing of the failing run, so a caller with a core to spare makes it beforehand."""
+    csel = np.flatnonzero((c.stage == EXEC) & (c.core >= 0) & np.isfinite(c.m))
+    if not csel.size:
+        return None
+    c_all, vocab = name_codes(c, kernel_fallback=True)
+    c_code = c_all[csel]
+    del c_all
+    nv = len(vocab)
+    c_lane = _lanes(c.req[csel], c.core[csel].astype(np.int64), int(c.req.max()) + 1)[0]
+    n_lane = int(c_lane.max()) + 1
+    # Median share of each lane in an op's rows, per op name. (Codes of the comparator's own
+    # names: the groups, their sums and medians are those of any numbering of the names.)
+    c_tot = np.bincount(c.req[csel] * nv + c_code, c.m[csel], (int(c.req.max()) + 1) * nv)
+    c_share = c.m[csel] / c_tot[c.req[csel] * nv + c_code]
+    del c_tot
+    keys, med = group_medians(c_code * n_lane + c_lane, c_share)
+    return PlacementShares(vocab, keys // n_lane, keys % n_lane, med, n_lane)
+
+
 def placement_swap(
-    f: OpArrays, c: OpArrays, n_req: int, observed: F64, m: Match | None = None
+    f: OpArrays,
+    c: OpArrays,
+    n_req: int,
+    observed: F64,
+    m: Match | None = None,
+    shares: PlacementShares | None = None,
 ) -> F64:
     """(n_req, 5) change of stage op time when failing ops get the comparator's placement:
     the shards of one op spread over distinct lanes (cores a request used) in the comparator's
-    row shares; `m` (_match of the pair) saves recoding the op names."""
+    row shares; `m` (_match of the pair) saves recoding the op names, `shares`
+    (comparator_shares(c)) the comparator's half."""
     sel = np.flatnonzero((f.stage == EXEC) & (f.core >= 0) & np.isfinite(f.m))
-    csel = np.flatnonzero((c.stage == EXEC) & (c.core >= 0) & np.isfinite(c.m))
-    if not sel.size or not csel.size:
+    if shares is None:
+        shares = comparator_shares(c)
+    if not sel.size or shares is None:
         return np.zeros((n_req, len(STAGES)))
     if m is None:
-        f_all, c_all, vocab = joint_name_codes(f, c, kernel_fallback=True)
+        f_all, _, vocab = joint_name_codes(f, c, kernel_fallback=True)
     else:
-        f_all, c_all, vocab = m.f_name_code, m.c_name_code, m.vocab
-    f_code, c_code = f_all[sel], c_all[csel]
+        f_all, vocab = m.f_name_code, m.vocab
+    f_code = f_all[sel]
     nv = len(vocab)
     f_lane, f_by_rank, f_count = _lanes(f.req[sel], f.core[sel].astype(np.int64), n_req)
-    c_lane = _lanes(c.req[csel], c.core[csel].astype(np.int64), int(c.req.max()) + 1)[0]
-    n_core = int(max(f_lane.max(), c_lane.max())) + 1
-    # Comparator: median share of each lane in an op's rows, per op name.
-    c_tot = np.bincount(c.req[csel] * nv + c_code, c.m[csel], (int(c.req.max()) + 1) * nv)
-    c_share = c.m[csel] / c_tot[c.req[csel] * nv + c_code]
-    keys, med = group_medians(c_code * n_core + c_lane, c_share)
-    flat = np.full(nv * n_core, np.nan)
-    flat[keys] = med
-    share = flat.reshape(nv, n_core)
-    # Each per-shard temporary is dropped once used (here and below): on 2M kernel shards they
-    # are 17 MB each, and the stage table at the end is a triage's high-water mark.
-    del csel, c_code, c_tot, c_share, c_lane
+    n_core = max(int(f_lane.max()) + 1, shares.n_lane)
+    index = {name: i for i, name in enumerate(vocab)}
+    joint = np.array([index[name] for name in shares.vocab], dtype=np.int64)
+    share = np.full((nv, n_core), np.nan)
+    share[joint[shares.code], shares.lane] = shares.median
+    # Each per-shard temporary is dropped once used: on 2M kernel shards they are 17 MB each,
+    # and the stage table at the end is a triage's high-water mark.
     # Failing: the k-th shard (by lane) of an op in a request goes to the request's k-th lane.
     group = f.req[sel] * nv + f_code
     # Stable sort by (group, lane): by lane (a radix sort), then stably by group, which only
@@ -200,10 +224,14 @@ def lowering_deltas(failing: RunArrays, comparator: RunArrays, swap: SwapInputs)
     return {p: lowering_swap(f, c, n_req, p, m, timing, base) for p in LOWERING_PARTS}
 
 
-def prepare_swaps(failing: RunArrays, comparator: RunArrays) -> SwapInputs:
-    """swap_inputs of the pair with their lowering_deltas."""
+def prepare_swaps(
+    failing: RunArrays, comparator: RunArrays, shares: PlacementShares | None = None
+) -> SwapInputs:
+    """swap_inputs of the pair with their lowering_deltas (and the comparator's placement
+    shares, when the caller made them)."""
     swap = swap_inputs(failing, comparator)
-    return replace(swap, deltas=lowering_deltas(failing, comparator, swap))
+    deltas = lowering_deltas(failing, comparator, swap)
+    return replace(swap, deltas=deltas, placement_shares=shares)
 
 
 def plan_swaps(
@@ -247,7 +275,9 @@ def plan_swaps(
             out["lowering"] = (base_lat, cf_lat)
         else:
             parts[part] = mean_share(gap_share(base_lat, cf_lat, gaps))
-    d = placement_swap(failing.ops, comparator.ops, n_req, base.observed_stage_us, m)
+    d = placement_swap(
+        failing.ops, comparator.ops, n_req, base.observed_stage_us, m, swap.placement_shares
+    )
     cf = f_stage.copy()
     cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
     out["scheduling"] = (base_lat, requeue(fq, cf))

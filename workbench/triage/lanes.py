@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow as pa
 
 from accel.cost import OpCost
-from accel.localize import Replayed, SwapInputs, prepare_swaps, replayed
+from accel.localize import Replayed, SwapInputs, comparator_shares, prepare_swaps, replayed
+from accel.localize.matching import PlacementShares
 from accel.ops import RunArrays
 from accel.primary_metric import primary_metric
 from accel.profiles import HardwareProfile
@@ -78,15 +79,24 @@ def comparator_lane(
     return warm_c, steady_c, replayed(steady_c, hw)
 
 
+def placement_shares(
+    lane: Future[tuple[Warmup, RunArrays, Replayed]],
+) -> PlacementShares | None:
+    """The comparator's half of the placement swap (~70 ms on 5M ops), made while the worker
+    waits for the primary metric instead of in the localization, which would wait for it."""
+    return comparator_shares(lane.result()[1].ops)
+
+
 def swap_inputs_lane(
     metric_done: threading.Event,
     steady_f: RunArrays,
     lane: Future[tuple[Warmup, RunArrays, Replayed]],
+    shares: Future[PlacementShares | None],
 ) -> SwapInputs:
     """prepare_swaps of the pair, once the failing run's primary metric is done: its temporaries
     and the swap inputs side by side would pass 2 GB on 10M events."""
     metric_done.wait()
-    return prepare_swaps(steady_f, lane.result()[1])
+    return prepare_swaps(steady_f, lane.result()[1], shares.result())
 
 
 def evidence_lane(

@@ -275,6 +275,7 @@ def _triage(
                 paired = pool.submit(
                     pairing.pair_warnings, cur, failing, comparator, suspect=suspect, fixed=fixed
                 )
+                shares = pool.submit(lanes.placement_shares, lane)
                 with duck:
                     comparator_hw, context = _pair_context(
                         store, con, failing, comparator, hw, suspect
@@ -287,7 +288,7 @@ def _triage(
                     step("primary metric, retuning and replay", 0.15)
                     # Steady state only: warm-up requests are not a regression (not even loaded).
                     steady_f = lanes.load_steady(con, failing, warm_f)
-                swap = pool.submit(lanes.swap_inputs_lane, metric_done, steady_f, lane)
+                swap = pool.submit(lanes.swap_inputs_lane, metric_done, steady_f, lane, shares)
                 found = pool.submit(
                     lanes.evidence_lane,
                     cur,
