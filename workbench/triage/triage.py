@@ -258,7 +258,8 @@ def _triage(
 
     # Two lanes that spend most of their time outside the GIL. A worker, on its own cursor,
     # finds the failing run's shape buckets, loads and replays the comparator, finds the
-    # pair's warnings, prepares the plan swaps (all but the placement swap) and runs the
+    # pair's warnings and the comparator's half of the placement swap (while it waits for the
+    # primary metric), prepares the plan swaps (all but the placement swap) and runs the
     # evidence queries (beside the localization); this thread reads the pair's context, loads
     # the failing run, works out its primary metric, retuning and replay (one op_times shared by
     # the three), then localizes.
