@@ -22,19 +22,15 @@ import argparse
 import json
 import os
 import resource
-import shutil
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
-from real_shaped import build_trace
-from whole_process import ROOT, bytecode_env, run_tree
-
-__all__ = ["build_trace"]
+# bench/ is not a package. Its other modules (and statistics, psutil...) are imported where the
+# measuring process uses them: the measured import process (--child) loads only what
+# `workbench ingest` itself loads, besides this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 # HTA's load of the 209 MB trace as the issue quotes it: used only without --hta-json, and
 # labelled "quoted" (bench/hta_reference.py measured ~24-27 s and 1158 MB on this machine).
 QUOTED_HTA_SECONDS = 18.4
@@ -54,6 +50,13 @@ print(json.dumps({"import_s": t1 - t0, "load_s": load_s, "ranks": len(a.t.traces
                   "rows": sum(len(df) for df in a.t.traces.values()),
                   "self_peak_mb": max(me.ru_maxrss, kids.ru_maxrss) / 1024}))
 """
+
+
+def build_trace(path: Path, mb: float) -> tuple[int, int]:
+    """bench/real_shaped.py's trace of about `mb` MB at `path`: (bytes, events)."""
+    from real_shaped import build_trace as build
+
+    return build(path, mb)
 
 
 def child(trace: Path, store: Path, profile: bool) -> None:
@@ -110,6 +113,10 @@ def child(trace: Path, store: Path, profile: bool) -> None:
 
 def sample(trace: Path, work: Path, profile: bool) -> dict[str, Any]:
     """One import as a whole process: its figures, wall and CPU seconds, and peak memory."""
+    import shutil
+
+    from whole_process import ROOT, bytecode_env, run_tree
+
     store = work / "store"
     shutil.rmtree(store, ignore_errors=True)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(trace), str(store)]
@@ -126,6 +133,10 @@ def sample(trace: Path, work: Path, profile: bool) -> dict[str, Any]:
 
 def hta_measured(trace: Path, hta_python: str, work: Path, repeat: int) -> dict[str, Any]:
     """HTA loading the same trace, `repeat` whole processes: medians, kind "measured-now"."""
+    import statistics
+
+    from whole_process import bytecode_env, run_tree
+
     if not Path(hta_python).exists():
         raise SystemExit(f"{hta_python}: no such interpreter (a venv with HolisticTraceAnalysis)")
     trace_dir = work / "hta_dir"
@@ -223,6 +234,9 @@ def main() -> None:
     if args.child:
         child(*args.child, profile=args.profile)
         return
+    import statistics
+    import tempfile
+
     ref = None if args.hta_python else hta_reference(args.hta_json)
     with tempfile.TemporaryDirectory(prefix="bench_ingest_") as tmp:
         work = Path(tmp)
