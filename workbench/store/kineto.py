@@ -205,12 +205,11 @@ def _string_column(raws: list[msgspec.Raw], present: B1, drop_blanks: bool = Fal
     np.cumsum(lengths, out=offsets[1:])
     joined = b"".join(raws)
     if drop_blanks:
-        blank = _IS_BLANK[np.frombuffer(joined, dtype=np.uint8)]
-        if blank.any():
-            # Each offset moves back by the blanks before it.
-            before = np.zeros(len(joined) + 1, dtype=np.int64)
-            np.cumsum(blank, out=before[1:])
-            offsets -= before[offsets]
+        blank_at = np.flatnonzero(_IS_BLANK[np.frombuffer(joined, dtype=np.uint8)])
+        if blank_at.size:
+            # Each offset moves back by the blanks before it (found among the few blanks, not
+            # counted over every byte).
+            offsets -= np.searchsorted(blank_at, offsets)
             joined = joined.translate(None, _BLANKS)
     # Null slots keep their bytes ("{}" of an event without args); the validity bitmap hides them.
     data = pa.py_buffer(joined)
