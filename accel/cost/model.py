@@ -1,24 +1,8 @@
-"""Per-op cost model, vectorized over every op of every request of a run (DESIGN §5).
-
-An op is *modelled* when it carries flops or bytes; otherwise its observed time is used as is.
-For a modelled op, in microseconds:
-
-  compute c: matrix-unit ops (tiled, or >= `matrix_min_flops_per_output` flops per output
-      element) run at the bf16 peak, others and mapping fallbacks at the vector rate. Tiled ops
-      pay tile quantization (ceil(M/tm) * ceil(N/tn) tiles of tm*tn outputs, padding included)
-      and wave quantization (tiles run in waves of core_count * occupancy slots, occupancy =
-      tiles whose staging buffers fit a core's SRAM, capped by the profile).
-  memory m: bytes at the bandwidth of their tier (sram / hbm / host link; unknown = hbm) plus
-      spill traffic at HBM bandwidth: a fused group (ops of one request sharing a fusion group)
-      whose working set (sum of its ops' bytes) exceeds the on-chip capacity spills the excess
-      (written and read back), charged to its ops in proportion to their bytes.
-  t = c + m - rho * min(c, m)  (partial overlap), plus one launch overhead per fused group
-      (charged to its first modelled op) or per unfused op.
-"""
+"""The cost model's formulas (see the package docstring): per-op compute, memory and launch,
+fused groups and their spill, vectorized over every op of a run."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +59,7 @@ class OpCost:
         return np.asarray(self.modelled & (self.memory_us > self.compute_us), dtype=np.bool_)
 
 
-def _positive(x: F64) -> F64:
+def positive(x: F64) -> F64:
     """x where finite and > 0, else 0 (fmax maps NaN and negatives to 0 in one pass)."""
     out = np.fmax(x, 0.0)
     if out.size and out.max() == np.inf:
@@ -151,7 +135,7 @@ def tile_plan(ops: OpArrays, hw: HardwareProfile, params: CostParams = DEFAULT_P
     return TilePlan(tiles=out[0], waves=out[1], wave_efficiency=out[2])
 
 
-def _tier_us_per_byte(hw: HardwareProfile, p: CostParams) -> F64:
+def tier_us_per_byte(hw: HardwareProfile, p: CostParams) -> F64:
     """Microseconds per byte by tier code read as uint8 (256 entries): sram, hbm, host at their
     codes; every other code (-1 unknown, codes past MEM_TIERS) reads HBM."""
     per_byte = np.full(256, _US / (hw.hbm_bw * p.memory_efficiency))
@@ -162,7 +146,7 @@ def _tier_us_per_byte(hw: HardwareProfile, p: CostParams) -> F64:
 
 
 def _tier_index(tier: NDArray[np.integer]) -> NDArray[np.intp]:
-    """Index of each tier code into _tier_us_per_byte's table (an int8 code read as uint8).
+    """Index of each tier code into tier_us_per_byte's table (an int8 code read as uint8).
 
     Converted to intp up front: take() with narrow indices is several times slower."""
     if tier.dtype == np.int8:
@@ -170,30 +154,30 @@ def _tier_index(tier: NDArray[np.integer]) -> NDArray[np.intp]:
     return np.where((tier < 0) | (tier > 255), 255, tier).astype(np.intp)
 
 
-def _in_range(x: F64) -> B:
+def in_range(x: F64) -> B:
     """0 < x < inf (False for NaN)."""
     ok = np.greater(x, 0.0)
     ok &= x < np.inf
     return ok
 
 
-def _us_per_flop(hw: HardwareProfile, p: CostParams) -> tuple[float, float]:
+def us_per_flop(hw: HardwareProfile, p: CostParams) -> tuple[float, float]:
     """Microseconds per flop on the (vector unit, matrix unit) at reachable efficiency."""
     vec_us = _US / (hw.vector_flops * p.compute_efficiency)
     return vec_us, _US / (hw.peak_dense_bf16_flops * p.compute_efficiency)
 
 
-def _matrix_candidates(m: F64, n: F64, mod: B, fallback: B) -> B:
+def matrix_candidates(m: F64, n: F64, mod: B, fallback: B) -> B:
     """Ops that may run on the matrix unit: modelled, known output shape, not a generic
     fallback kernel."""
-    cand = _in_range(m)
-    cand &= _in_range(n)
+    cand = in_range(m)
+    cand &= in_range(n)
     cand &= mod
     cand &= ~fallback
     return cand
 
 
-def _tiled_us(
+def tiled_us(
     vec_us: F64,
     m: F64,
     n: F64,
@@ -203,10 +187,10 @@ def _tiled_us(
     p: CostParams,
 ) -> F64:
     """Compute time of tiled ops from their vector-unit time; tm, tn: per op or one tile for all."""
-    return _on_matrix(vec_us, _issued(m, n, tm, tn, hw, p), hw, p)
+    return on_matrix(vec_us, issued_share(m, n, tm, tn, hw, p), hw, p)
 
 
-def _issued(
+def issued_share(
     m: F64, n: F64, tm: F64 | float, tn: F64 | float, hw: HardwareProfile, p: CostParams
 ) -> F64:
     """Work actually issued over work needed: every slot of every wave runs a full tile."""
@@ -214,14 +198,14 @@ def _issued(
     return np.asarray(t_waves * slots * tm * tn / (m * n), dtype=np.float64)
 
 
-def _on_matrix(vec_us: F64, issued: F64, hw: HardwareProfile, p: CostParams) -> F64:
+def on_matrix(vec_us: F64, issued: F64, hw: HardwareProfile, p: CostParams) -> F64:
     """Compute time on the matrix unit of ops with this vector-unit time and issued work."""
-    vec, mat = _us_per_flop(hw, p)
+    vec, mat = us_per_flop(hw, p)
     on_matrix_factor = 1.0 + (mat / vec - 1.0)
     return np.asarray(vec_us * (on_matrix_factor * issued), dtype=np.float64)
 
 
-def _overlapped(
+def overlapped(
     compute: F64,
     memory: F64,
     mod: B,
@@ -243,33 +227,33 @@ def _overlapped(
     out += observed * ~mod
 
 
-def _fused_us(compute: F64, memory: F64, launch: NDArray[np.floating[Any]], p: CostParams) -> F64:
+def fused_us(compute: F64, memory: F64, launch: NDArray[np.floating[Any]], p: CostParams) -> F64:
     """Time of fused ops, from their group's memory (spill included) and launch share."""
     return np.asarray(compute + memory - p.overlap * np.minimum(compute, memory) + launch)
 
 
-def _local_costs(
+def local_costs(
     ops: OpArrays, sl: slice, hw: HardwareProfile, p: CostParams, out: OpCost, per_byte: F64
 ) -> F64:
     """Everything that depends on the op alone, for one chunk; fused groups are fixed up after.
 
-    per_byte = _tier_us_per_byte(hw, p). Returns the chunk's bytes (NaN, inf, < 0 as 0)."""
-    f = _positive(ops.flops[sl])
-    b = _positive(ops.bytes[sl])
+    per_byte = tier_us_per_byte(hw, p). Returns the chunk's bytes (NaN, inf, < 0 as 0)."""
+    f = positive(ops.flops[sl])
+    b = positive(ops.bytes[sl])
     mod = out.modelled[sl]  # unmodelled ops keep f = b = 0, hence zero compute and memory
     np.greater(f, 0.0, out=mod)
     mod |= b > 0
     out.launched[sl] = mod
 
-    vec_us, mat_us = _us_per_flop(hw, p)
+    vec_us, mat_us = us_per_flop(hw, p)
     compute = out.compute_us[sl]
     np.multiply(f, vec_us, out=compute)
     # Tiled candidates always go to the matrix unit, the others when dense enough; masks over
     # the whole chunk are cheaper than gathering the (usually many) candidates.
     m, nn = ops.m[sl], ops.n[sl]
-    cand = _matrix_candidates(m, nn, mod, ops.fallback[sl])
-    tile_ok = _in_range(ops.tile_m[sl])
-    tile_ok &= _in_range(ops.tile_n[sl])
+    cand = matrix_candidates(m, nn, mod, ops.fallback[sl])
+    tile_ok = in_range(ops.tile_m[sl])
+    tile_ok &= in_range(ops.tile_n[sl])
     matrix = out.matrix_unit[sl]
     np.greater_equal(f, p.matrix_min_flops_per_output * (m * nn), out=matrix)
     matrix &= ~tile_ok
@@ -282,13 +266,13 @@ def _local_costs(
     cand &= tile_ok
     matrix |= cand
     tiled = np.flatnonzero(cand)
-    compute[tiled] = _tiled_us(
+    compute[tiled] = tiled_us(
         compute[tiled], m[tiled], nn[tiled], ops.tile_m[sl][tiled], ops.tile_n[sl][tiled], hw, p
     )
 
     memory = out.memory_us[sl]
     np.multiply(b, per_byte.take(_tier_index(ops.mem_tier[sl])), out=memory)
-    _overlapped(compute, memory, mod, ops.observed_us[sl], hw, p, out.predicted_us[sl])
+    overlapped(compute, memory, mod, ops.observed_us[sl], hw, p, out.predicted_us[sl])
     return b
 
 
@@ -340,7 +324,7 @@ def _group_costs(hw: HardwareProfile, p: CostParams, out: OpCost, fused_ops: _Fu
     launched = np.zeros(fused.size, dtype=np.bool_)
     launched[first[first < fused.size]] = True
     out.launched[fused] = launched
-    out.predicted_us[fused] = _fused_us(c, m, launched * hw.launch_overhead_us, p)
+    out.predicted_us[fused] = fused_us(c, m, launched * hw.launch_overhead_us, p)
 
 
 def op_times(ops: OpArrays, hw: HardwareProfile, params: CostParams = DEFAULT_PARAMS) -> OpCost:
@@ -360,154 +344,10 @@ def op_times(ops: OpArrays, hw: HardwareProfile, params: CostParams = DEFAULT_PA
         launch_overhead_us=hw.launch_overhead_us,
         matrix_unit=flags[2],
     )
-    per_byte = _tier_us_per_byte(hw, params)
+    per_byte = tier_us_per_byte(hw, params)
     fused = _Fused([], [], [], [])
     for sl in chunks(n):
         out.spill_bytes[sl] = 0.0  # chunk by chunk, while the chunk's lines are being written
-        fused.add(ops, sl, out, _local_costs(ops, sl, hw, params, out, per_byte))
+        fused.add(ops, sl, out, local_costs(ops, sl, hw, params, out, per_byte))
     _group_costs(hw, params, out, fused)
     return out
-
-
-def retimed(
-    ops: OpArrays,
-    base: OpCost,
-    sel: I64,
-    hw: HardwareProfile,
-    params: CostParams = DEFAULT_PARAMS,
-    *,
-    tiles: Sequence[tuple[float, float]] = (),
-    fallback: bool | None = None,
-    fastest: bool = False,
-) -> Iterator[F64]:
-    """op_times(...).predicted_us[sel] had ops `sel` run with each tile of `tiles` (one array
-    per tile, each made when asked for), or with fallback flag `fallback` when no tiles are
-    given; base = op_times(ops, hw, params). `fastest`: one array, each op on its fastest
-    tile of `tiles` (the least of the arrays, without making each).
-
-    Only compute time depends on the tile and the fallback flag (memory, spill and launches
-    depend on bytes, tiers and groups), so only `sel` is re-costed: O(len(sel)), not O(ops).
-    """
-    n = int(sel.size)
-    # Only the fields _local_costs reads are gathered; the others are placeholders. With tiles,
-    # `sel` is costed once untiled: a tile only changes its matrix candidates (below).
-    zeros = np.broadcast_to(np.zeros(1), (n,))
-    no_tile = np.broadcast_to(np.full(1, np.nan), (n,))
-    sub = OpArrays(
-        req=np.broadcast_to(np.zeros(1, dtype=np.int64), (n,)),
-        stage=np.broadcast_to(np.zeros(1, dtype=np.int8), (n,)),
-        observed_us=ops.observed_us[sel],
-        flops=ops.flops[sel],
-        bytes=ops.bytes[sel],
-        m=ops.m[sel],
-        n=ops.n[sel],
-        tile_m=no_tile if tiles else ops.tile_m[sel],
-        tile_n=no_tile if tiles else ops.tile_n[sel],
-        fusion_group=np.broadcast_to(np.full(1, -1, dtype=np.int64), (n,)),
-        mem_tier=ops.mem_tier[sel],
-        core=np.broadcast_to(np.zeros(1, dtype=np.int32), (n,)),
-        fallback=ops.fallback[sel] if fallback is None else np.full(n, fallback, dtype=np.bool_),
-        recompile=np.broadcast_to(np.zeros(1, dtype=np.bool_), (n,)),
-        predicted_us=zeros,
-    )
-    out = OpCost(
-        predicted_us=np.empty(n),
-        modelled=np.empty(n, dtype=np.bool_),
-        compute_us=np.empty(n),
-        memory_us=np.empty(n),
-        spill_bytes=zeros,
-        launched=np.empty(n, dtype=np.bool_),
-        launch_overhead_us=hw.launch_overhead_us,
-        matrix_unit=np.empty(n, dtype=np.bool_),
-    )
-    per_byte = _tier_us_per_byte(hw, params)
-    for sl in chunks(n):
-        _local_costs(sub, sl, hw, params, out, per_byte)
-    # Same arithmetic, in the same order, as op_times: _group_costs' formula for fused ops
-    # with base's memory (spill included) and launch, _local_costs' result for the others.
-    fused = np.flatnonzero(base.modelled[sel] & (ops.fusion_group[sel] >= 0))
-    fused_ops = sel[fused]
-    fused_mem = base.memory_us[fused_ops]
-    fused_launch = base.launched[fused_ops] * hw.launch_overhead_us
-    out.predicted_us[fused] = _fused_us(out.compute_us[fused], fused_mem, fused_launch, params)
-    if not tiles:
-        yield out.predicted_us
-        return
-    # A tile every op can use sends all matrix candidates to the matrix unit, tiled, where
-    # _local_costs leaves their vector-unit time as is (factor 1); any other tile leaves every
-    # op untiled. The other ops cost the same either way: only the candidates are re-costed.
-    cand = _matrix_candidates(sub.m, sub.n, out.modelled, sub.fallback)
-    in_group = np.flatnonzero(cand[fused])
-    cand[fused] = False
-    solo = np.flatnonzero(cand)
-    vec_us = _us_per_flop(hw, params)[0]
-    parts = [
-        _Candidates(
-            fused[in_group], vec_us, sub, fused_mem[in_group], fused_launch[in_group], True
-        ),
-        _Candidates(solo, vec_us, sub, out.memory_us[solo], sub.observed_us[solo], False),
-    ]
-    if fastest:
-        usable = [t for t in tiles if _in_range(np.array(t, dtype=np.float64)).all()]
-        best = out.predicted_us.copy()
-        if usable:
-            for part in parts:
-                for at, t in part.fastest(usable, hw, params):
-                    # A tile out of range leaves the ops untiled: that time is on the menu too.
-                    best[at] = t if len(usable) == len(tiles) else np.minimum(best[at], t)
-        yield best
-        return
-    for tm, tn in tiles:
-        alt = out.predicted_us.copy()
-        if _in_range(np.array((tm, tn), dtype=np.float64)).all():
-            for part in parts:
-                for at, t in part.tiled(tm, tn, hw, params):
-                    alt[at] = t
-        yield alt
-
-
-class _Candidates:
-    """Matrix candidates among re-costed ops (positions `at` in them) with the tile-independent
-    parts of their time: for fused ops their group's memory and launch share (as _group_costs
-    takes them), for the others their memory and observed time (as _local_costs)."""
-
-    def __init__(
-        self,
-        at: NDArray[np.intp],
-        vec_us: float,
-        sub: OpArrays,
-        memory_us: F64,
-        extra_us: NDArray[np.floating[Any]],
-        fused: bool,
-    ) -> None:
-        self.at, self.memory_us, self.extra_us, self.fused = at, memory_us, extra_us, fused
-        self.vec_us = _positive(sub.flops[at]) * vec_us
-        self.m, self.n = sub.m[at], sub.n[at]
-
-    def tiled(
-        self, tm: float, tn: float, hw: HardwareProfile, p: CostParams
-    ) -> Iterator[tuple[NDArray[np.intp], F64]]:
-        """(positions, predicted time) chunk by chunk, with every candidate on a tm x tn tile."""
-        for sl in chunks(self.at.size):
-            c = _tiled_us(self.vec_us[sl], self.m[sl], self.n[sl], tm, tn, hw, p)
-            yield self.at[sl], self._time(sl, c, hw, p)
-
-    def fastest(
-        self, tiles: Sequence[tuple[float, float]], hw: HardwareProfile, p: CostParams
-    ) -> Iterator[tuple[NDArray[np.intp], F64]]:
-        """As tiled, on each candidate's fastest tile of `tiles` (all in range): the time
-        grows with compute, and compute with the issued work, so that tile has the least."""
-        for sl in chunks(self.at.size):
-            m, n = self.m[sl], self.n[sl]
-            issued = _issued(m, n, *tiles[0], hw, p)
-            for tm, tn in tiles[1:]:
-                np.minimum(issued, _issued(m, n, tm, tn, hw, p), out=issued)
-            yield self.at[sl], self._time(sl, _on_matrix(self.vec_us[sl], issued, hw, p), hw, p)
-
-    def _time(self, sl: slice, c: F64, hw: HardwareProfile, p: CostParams) -> F64:
-        if self.fused:
-            return _fused_us(c, self.memory_us[sl], self.extra_us[sl], p)
-        t = np.empty(c.size)
-        mod = np.ones(c.size, dtype=np.bool_)  # candidates are modelled
-        _overlapped(c, self.memory_us[sl], mod, self.extra_us[sl], hw, p, t)
-        return t
