@@ -141,5 +141,6 @@ def impact(
     if recorded is not None:
         rows = [_with_recorded(r, recorded) if r["metric"] == "end-to-end" else r for r in rows]
     if equal is not None:
-        rows = rows[:2] + _equal_rows(equal, recorded) + rows[2:]
+        e2e = len(IMPACT_QUANTILES)  # the end-to-end rows come first
+        rows = rows[:e2e] + _equal_rows(equal, recorded) + rows[e2e:]
     return {"confidence_level": CONFIDENCE, "rows": rows}
