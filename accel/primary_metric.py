@@ -83,28 +83,36 @@ def _kernel_ops(ops: OpArrays) -> I64:
 def _regret(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost) -> F64:
     """Per op in `sel`: (model time of its tile - best tile of the run's menu) / its time;
     cost = op_times(ops, hw)."""
-    tuned = sel[~ops.fallback[sel] & np.isfinite(ops.tile_m[sel])]
-    out = np.full(ops.size, np.nan)
-    if not tuned.size:
-        return out[sel]
-    # Distinct (tm, tn) pairs as complex numbers: a 1-d unique is far cheaper than axis=0. Pairs
-    # with a NaN collapse into one, which is harmless: a NaN tile means untiled whatever tm is.
-    # Only the first op of each run of equal pairs goes in: every distinct pair starts a run
-    # (NaN != NaN keeps NaN pairs), and ops in a row mostly share a tile.
-    tm, tn = ops.tile_m[tuned], ops.tile_n[tuned]
-    starts = np.flatnonzero(np.concatenate(([True], (tm[1:] != tm[:-1]) | (tn[1:] != tn[:-1]))))
-    used = np.empty(starts.size, dtype=np.complex128)
-    used.real, used.imag = tm[starts], tn[starts]
-    std = np.asarray([complex(tm, tn) for tm, tn in STANDARD_TILES])
-    menu = [(float(t.real), float(t.imag)) for t in np.unique(np.concatenate((used, std)))]
-    base = cost.predicted_us[tuned]
-    best = base.copy()
+    at = np.flatnonzero(~ops.fallback[sel] & np.isfinite(ops.tile_m[sel]))  # tuned, in sel
+    out = np.full(sel.size, np.nan)
+    if not at.size:
+        return out
+    tuned = sel[at]
+    # The menu: distinct (tm, tn) pairs as complex numbers (a 1-d unique is far cheaper than
+    # axis=0); pairs with a NaN collapse into one, which is harmless: a NaN tile means untiled
+    # whatever tm is. Only the first op of each run of equal pairs goes in: every distinct pair
+    # starts a run (NaN != NaN keeps NaN pairs), and ops in a row mostly share a tile. Chunk
+    # by chunk, as everything below: a whole-run temporary per step is fresh memory to fault in.
+    used = [np.asarray([complex(tm, tn) for tm, tn in STANDARD_TILES])]
+    prev = None
+    for part in chunks(tuned.size):
+        tm, tn = ops.tile_m[tuned[part]], ops.tile_n[tuned[part]]
+        change = np.empty(tm.size, dtype=np.bool_)
+        change[1:] = (tm[1:] != tm[:-1]) | (tn[1:] != tn[:-1])
+        change[0] = prev is None or not (tm[0] == prev[0] and tn[0] == prev[1])
+        starts = np.flatnonzero(change)
+        pairs = np.empty(starts.size, dtype=np.complex128)
+        pairs.real, pairs.imag = tm[starts], tn[starts]
+        used.append(pairs)
+        prev = (tm[-1], tn[-1])
+    menu = [(float(t.real), float(t.imag)) for t in np.unique(np.concatenate(used))]
     for part in chunks(tuned.size, _RETIMED_PART):
-        for alt in retimed(ops, cost, tuned[part], hw, tiles=menu, fastest=True):
-            np.minimum(best[part], alt, out=best[part])
-    ok = base > 0
-    out[tuned[ok]] = (base[ok] - best[ok]) / base[ok]
-    return out[sel]
+        base = cost.predicted_us[tuned[part]]
+        (best,) = retimed(ops, cost, tuned[part], hw, tiles=menu, fastest=True)
+        np.minimum(best, base, out=best)
+        ok = base > 0
+        out[at[part][ok]] = (base[ok] - best[ok]) / base[ok]
+    return out
 
 
 def _curves(ops: OpArrays, sel: I64, code: I64) -> dict[int, tuple[F64, F64]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -54,3 +55,36 @@ def test_unknown_compile_cost_is_reported_gross() -> None:
     run = generate_pair(H100, "mapping_fallback", seed=7001, tables=False).failing.arrays
     d = primary_metric(run, H100).buckets["drifted"]
     assert not d.net_of_compile and d.recompile_us == 0.0
+
+
+def test_regret_is_each_tuned_op_against_its_best_tile_of_the_menu(monkeypatch) -> None:
+    """_regret (chunked menu, one fastest-tile re-costing) equals the plain reading: every
+    tile of the menu costed on every tuned op, the least of them against the chosen tile.
+    Chunks of 1000 ops put runs of equal tiles across chunk boundaries."""
+    from accel import grouping
+    from accel import primary_metric as pm_mod
+    from accel.cost import op_times, retimed
+
+    run = generate_pair(H100, "mapping_fallback", seed=7000, tables=False).failing.arrays
+    # Every third op on an oversized tile, so that some ops have a better tile on the menu.
+    tile_m, tile_n = run.ops.tile_m.copy(), run.ops.tile_n.copy()
+    tile_m[::3], tile_n[::3] = np.where(np.isfinite(tile_m[::3]), 512.0, np.nan), 256.0
+    ops = replace(run.ops, tile_m=tile_m, tile_n=tile_n)
+    monkeypatch.setattr(pm_mod, "chunks", lambda n, size=1000: grouping.chunks(n, min(size, 1000)))
+    kern = pm_mod._kernel_ops(ops)
+    cost = op_times(ops, H100)
+    got = pm_mod._regret(ops, H100, kern, cost)
+
+    at = np.flatnonzero(~ops.fallback[kern] & np.isfinite(ops.tile_m[kern]))
+    tuned = kern[at]
+    pairs = {
+        (float(a), float(b)) for a, b in zip(ops.tile_m[tuned], ops.tile_n[tuned], strict=True)
+    }
+    menu = sorted(pairs | {(float(a), float(b)) for a, b in pm_mod.STANDARD_TILES})
+    base = cost.predicted_us[tuned]
+    best = np.minimum.reduce([base, *retimed(ops, cost, tuned, H100, tiles=menu)])
+    want = np.full(kern.size, np.nan)
+    want[at] = (base - best) / base
+    assert at.size > 3000 and np.isfinite(want).sum() == at.size
+    assert (want[at] > 0).any()  # some ops ran on a slower tile than the menu's best
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0.0)

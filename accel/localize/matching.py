@@ -46,27 +46,50 @@ def match_ops(f: OpArrays, c: OpArrays) -> Match | None:
         return None
     big = 2.0 ** (int(np.log2(max(float(np.nanmax(c.m[c_ok])), float(np.nanmax(f.m[f_ok]))))) + 2)
     c_sel = np.flatnonzero(c_ok)
-    c_key = c_code[c_sel] * big + c.m[c_sel]
-    order = np.argsort(c_key, kind="stable")
-    c_sorted, c_key = c_sel[order], c_key[order]
     f_sel = np.flatnonzero(f_ok)
     f_key = f_code[f_sel] * big + f.m[f_sel]
+    distinct, first, last = _key_runs(c_code[c_sel], c.m[c_sel], big, c_sel)
     # The nearest key below (the last op of its run of equal keys, else the first op) or at or
     # above (the first op of its run, else the last op), searched among the distinct keys only:
     # a few sizes per name, where the ops number millions.
-    starts = run_starts(c_key)
-    ends = np.append(starts[1:], c_key.size) - 1
-    distinct = c_key[starts]
     pos = np.searchsorted(distinct, f_key)
     below = np.maximum(pos - 1, 0)
     above = np.minimum(pos, distinct.size - 1)
-    lo = np.where(pos > 0, ends[below], 0)
-    hi = np.where(pos < distinct.size, starts[above], c_key.size - 1)
+    lo = np.where(pos > 0, last[below], first[0])
+    hi = np.where(pos < distinct.size, first[above], last[-1])
     nearer_below = np.abs(distinct[below] - f_key) <= np.abs(distinct[above] - f_key)
-    pick = np.where(nearer_below, lo, hi)
-    cand = c_sorted[pick]
+    cand = np.where(nearer_below, lo, hi)
     same = c_code[cand] == f_code[f_sel]
     return Match(f_sel[same], cand[same], f_code[f_sel[same]], c_code, vocab, f_code)
+
+
+def _key_runs(code: I64, m: F64, big: float, sel: I64) -> tuple[F64, I64, I64]:
+    """The distinct keys code * big + m in ascending order, and the first and last op of each
+    (from `sel`, in order): what a stable sort of the keys gives at each run's ends.
+
+    Whole M and a key range a table can hold (the usual case: M are sizes) number the keys in
+    a table, O(n); other keys are sorted (~0.6 s on 3M ops)."""
+    whole = m.astype(np.int64)
+    ib = int(big)
+    if whole.size and bool(np.array_equal(whole, m)) and ib == big:
+        key = code * ib + whole
+        lo, hi = int(key.min()), int(key.max())
+        if hi - lo <= 4 * key.size + (1 << 22) and max(-lo, hi) < 2**53:
+            key -= lo
+            at = np.arange(key.size)
+            first = np.full(hi - lo + 1, key.size, dtype=np.int64)
+            np.minimum.at(first, key, at)
+            last = np.full(hi - lo + 1, -1, dtype=np.int64)
+            np.maximum.at(last, key, at)
+            slots = np.flatnonzero(last >= 0)
+            # Integer keys below 2**53 are exact as floats: the same keys the sort compares.
+            return (slots + lo).astype(np.float64), sel[first[slots]], sel[last[slots]]
+    key_f = code * big + m
+    order = np.argsort(key_f, kind="stable")
+    sorted_sel, key_f = sel[order], key_f[order]
+    starts = run_starts(key_f)
+    ends = np.append(starts[1:], key_f.size) - 1
+    return key_f[starts], sorted_sel[starts], sorted_sel[ends]
 
 
 def signature(ops: OpArrays, idx: I64) -> I64:
