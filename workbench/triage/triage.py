@@ -203,6 +203,7 @@ def triage(
         if rid is not None:
             check_run_id(rid)
     con = db.connect(store)
+    step("checking the runs' files", 0.0)
     verify_present(con, failing, comparator, fixed)  # damaged files: an error, not a verdict
     # One duckdb thread: the evidence queries run beside this thread's numpy work, which has
     # the other core.
