@@ -342,6 +342,35 @@ def _summary(rows: list[Row], title: str) -> dict[str, object]:
     }
 
 
+def _missed(r: Row) -> bool:
+    return (r["origin"], r["mechanism"]) != (r["truth_origin"], r["truth_mechanism"])
+
+
+def _write_misses(path: Path, rows: list[Row]) -> None:
+    """The full method's rows of every pair it missed at look 1, every look of it, with a
+    class for the look-1 miss: inconclusive (power: too few requests, its own advice), no
+    fire (called no regression), wrong origin, or wrong mechanism (right origin). A/A pairs
+    that fired count as misses too (class "false alarm")."""
+    full = [r for r in rows if r["method"] == "full"]
+    missed = {_pair_key(r) for r in full if r["look"] == 1 and _missed(r)}
+    with path.open("w") as out:
+        for r in sorted(
+            (r for r in full if _pair_key(r) in missed),
+            key=lambda r: (*map(str, _pair_key(r)), r["look"]),
+        ):
+            if r["fault"] == "none":
+                kind = "false alarm"
+            elif r["outcome"] == "inconclusive":
+                kind = "inconclusive"
+            elif not r["triggered"]:
+                kind = "no fire"
+            elif r["origin"] != r["truth_origin"]:
+                kind = "wrong origin"
+            else:
+                kind = "wrong mechanism"
+            out.write(json.dumps({**r, "miss": kind if _missed(r) else "right"}) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=2, help="trials per fault class and cell")
@@ -360,6 +389,13 @@ def main() -> int:
     )
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument(
+        "--misses",
+        type=Path,
+        default=None,
+        help="write the full method's rows of every pair it missed at look 1 (every look of "
+        "that pair, one JSON object a line; A/A alarms included) to this file",
+    )
     ap.add_argument(
         "--severity", type=float, default=1.0, help="accel.synth fault magnitude (1: full, 0: none)"
     )
@@ -485,6 +521,8 @@ def main() -> int:
             second["requests_median"] = statistics.median(asked) if asked else None
         second["pairs_looked_again"] = len(again)
         figures[key] = second
+    if args.misses is not None:
+        _write_misses(args.misses, rows)
     print(json.dumps(figures))
     return 0
 
