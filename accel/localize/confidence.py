@@ -11,6 +11,7 @@ manifest are recomputed on each resample).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -94,6 +95,14 @@ def decide(
     mc = own_c if ci is None else own_c[ci]
     manifest_gap = np.quantile(mf, 0.95, axis=0) - np.quantile(mc, 0.95, axis=0)
     return Decision(STAGES[int(np.argmax(manifest_gap))], "manifest", -1, shares)
+
+
+def manifest_share(stage_gap_us: float, tail_gap_us: float) -> float:
+    """Share of the tail gap a manifest stage's own-time gap (same quantile) accounts for, in
+    [0, 1]; 0 when either is not a positive finite number."""
+    if not (math.isfinite(stage_gap_us) and math.isfinite(tail_gap_us) and tail_gap_us > 0):
+        return 0.0
+    return min(max(stage_gap_us / tail_gap_us, 0.0), 1.0)
 
 
 def origin_agreement(

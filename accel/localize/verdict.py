@@ -11,20 +11,23 @@ For a failing run against a comparator on one hardware profile:
   4. the origin (confidence.py): the first stage in pipeline order whose swap removes most of
      the gap, or whose residual or direct evidence shifts significantly and removes a real
      share of it; failing all, the manifest stage. Its confidence is the share of bootstrap
-     resamples of the requests that name the same origin.
+     resamples of the requests that name the same origin; for a manifest stage whose own p95
+     did not grow beyond noise, at most the share of the tail gap its growth accounts for.
 When the re-run does not reproduce the tail, only direct evidence is used (each request's own
 latency minus what it blames, no queue), and the confidence is capped at FALLBACK_CAP.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Final
 
 import numpy as np
 
-from accel.localize.confidence import Candidate, decide, origin_agreement
+from accel.block_bootstrap import block_bootstrap_quantile_diff
+from accel.localize.confidence import Candidate, decide, manifest_share, origin_agreement
 from accel.localize.decisions import novel_kernels, novel_mechanism
 from accel.localize.direct import (
     IMBALANCE,
@@ -378,6 +381,21 @@ def _localize_triggered(
     secondary = secondary_of(fq, cq, mech, gaps)
     agreement = origin_agreement(cands, lf, lc, own_f, own_c, origin, seed=seed)
     conf = agreement if reproduced else min(agreement, FALLBACK_CAP)
+    shown, tail_ci = math.nan, (math.nan, math.nan)
+    if decided_by == "manifest":
+        # No evidence explains the gap: the manifest stage is where time shows up. When its own
+        # p95 did not grow beyond noise either, a stable argmax of small own-time gaps says
+        # nothing about the cause (A/A false alarms named a stage this way at 0.87): the
+        # confidence is then at most the share of the tail gap that stage's growth accounts
+        # for. A real growth stays (near saturation the queue makes a small one most of the gap).
+        i = STAGES.index(origin)
+        a = own_f[:, i] if i == INGRESS else own_f[f_heads, i]
+        b = own_c[:, i] if i == INGRESS else own_c[c_heads, i]
+        _, lo, hi = block_bootstrap_quantile_diff(a, b, 0.95, seed=seed)
+        tail_ci = (lo, hi)
+        if not lo > 0:
+            shown = manifest_share(manifest_gap[origin], gaps.get("p95", math.nan))
+            conf = min(conf, shown)
     claims.extend(
         _verdict_claims(
             origin,
@@ -397,6 +415,21 @@ def _localize_triggered(
             "bootstrap of the origin decision (confidence.py)",
         )
     )
+    if math.isfinite(shown):
+        claims.append(
+            Claim(
+                f"no evidence explains the gap and {origin}'s own p95 growth is within noise "
+                f"(95% CI {tail_ci[0]:+.0f}..{tail_ci[1]:+.0f} us): it is {shown:.0%} of the p95 "
+                f"tail gap, so confidence is at most {shown:.0%}",
+                {
+                    "manifest_share_of_gap": shown,
+                    "manifest_p95_ci_lo_us": tail_ci[0],
+                    "manifest_p95_ci_hi_us": tail_ci[1],
+                    "confidence": conf,
+                },
+                "manifest stage against the tail gap (block bootstrap of its own time)",
+            )
+        )
     return Localization(
         triggered=True,
         origin_stage=origin,
@@ -414,6 +447,7 @@ def _localize_triggered(
         confidence_method=(
             "share of bootstrap resamples of both runs' requests naming the same origin"
             + ("" if reproduced else f", capped at {FALLBACK_CAP} (re-run missed the tail)")
+            + (", capped at the manifest stage's share of the gap" if math.isfinite(shown) else "")
         ),
         direct=direct_rows,
         rerun=rerun,
