@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,16 +10,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_scripts import bench_module
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "ingest.py"
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_ingest", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("ingest")
 
 
 def hta_output(path: Path, seconds: float, rss: float, trace_mb: float) -> Path:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "localize.py"
+from bench_scripts import bench_module
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_localize", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("localize")
 
 
 def row(
