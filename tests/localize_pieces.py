@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from accel.ops import F64, I64, OpArrays, RequestArrays
+from accel.ops import F64, I64, OpArrays, RequestArrays, RunArrays
+from workbench.store import db
+from workbench.store.arrays import load_run_arrays
 
 
 def requests(
@@ -90,3 +94,12 @@ def ops(
         kernel=[""] * n,
         name=list(name),
     )
+
+
+def load_pair(store: Path) -> tuple[RunArrays, RunArrays]:
+    """Runs "failing" and "comparator" of a store, loaded as a triage loads them."""
+    con = db.connect(store)
+    try:
+        return load_run_arrays(con, "failing"), load_run_arrays(con, "comparator")
+    finally:
+        con.close()

@@ -6,14 +6,13 @@ import math
 from pathlib import Path
 
 import numpy as np
+from localize_pieces import load_pair
 
 from accel import profsim
 from accel.localize import localize
 from accel.localize.confidence import Candidate, decide, manifest_share, origin_agreement
 from accel.profiles import get_profile
 from accel.synth import Workload, generate_pair
-from workbench.store import db
-from workbench.store.arrays import load_run_arrays
 from workbench.store.profsim_io import add_run
 
 RNG = np.random.default_rng(5)
@@ -95,12 +94,7 @@ def test_a_manifest_stage_that_really_grew_keeps_its_agreement(tmp_path: Path) -
     store = tmp_path / "store"
     for rid, run in (("failing", pair.failing), ("comparator", pair.comparator)):
         add_run(store, run, rid, "store", tmp_path)
-    con = db.connect(store)
-    try:
-        f, c = load_run_arrays(con, "failing"), load_run_arrays(con, "comparator")
-    finally:
-        con.close()
-    loc = localize(f, c, hw)
+    loc = localize(*load_pair(store), hw)
     assert loc.decided_by == "manifest" and loc.origin_stage == "assembly"
     assert loc.confidence == loc.origin_agreement > 0.5
     assert not any("no evidence explains" in c.text for c in loc.claims)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pytest
+from localize_pieces import load_pair
 
 from accel import profsim
 from accel.localize import localize
@@ -18,8 +18,6 @@ from accel.localize.trigger import TriggerPolicy
 from accel.ops import RunArrays
 from accel.profiles import get_profile
 from accel.stages import STAGE_CODE
-from workbench.store import db
-from workbench.store.arrays import load_run_arrays
 from workbench.store.profsim_io import add_run
 
 HW = get_profile("h100")
@@ -34,11 +32,7 @@ def _runs(tmp: Path, fault: str, seed: int, layout: str, batching: str) -> tuple
     store = tmp / "store"
     for rid, run in (("failing", pair.failing), ("comparator", pair.comparator)):
         add_run(store, run, rid, layout, tmp)
-    con: duckdb.DuckDBPyConnection = db.connect(store)
-    try:
-        return load_run_arrays(con, "failing"), load_run_arrays(con, "comparator"), pair
-    finally:
-        con.close()
+    return (*load_pair(store), pair)
 
 
 @pytest.mark.parametrize(

@@ -9,13 +9,12 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+from localize_pieces import load_pair
 
 from accel.localize import localize
 from accel.profiles import get_profile
 from accel.stages import STAGES
 from accel.synth import Workload, generate_pair
-from workbench.store import db
-from workbench.store.arrays import load_run_arrays
 from workbench.store.ingest import ingest
 from workbench.store.synth_trace import chrome_trace, ingest_events_only
 
@@ -67,12 +66,7 @@ def test_events_only_batch_policy_pair_is_localized_to_the_batcher(tmp_path: Pat
     store = tmp_path / "store"
     for run_id, run in (("failing", pair.failing), ("comparator", pair.comparator)):
         ingest_events_only(store, run, run_id, hw.name, tmp_path)
-    con = db.connect(store)
-    try:
-        fa, ca = load_run_arrays(con, "failing"), load_run_arrays(con, "comparator")
-    finally:
-        con.close()
-    loc = localize(fa, ca, hw)
+    loc = localize(*load_pair(store), hw)
     assert (loc.outcome, loc.origin_stage, loc.mechanism) == (
         "regression",
         "ingress",
