@@ -258,7 +258,9 @@ def _import_decoded(
     if progress is not None:
         progress(IngestProgress(subject, "write", n_bytes, n_bytes, n_kept))
     try:
-        tables = RunTables(run, att.events, att.requests, compiles, att.packed_args)
+        tables = RunTables(
+            run, att.events, att.requests, compiles, att.packed_args, att.events_text
+        )
         commit_run(store, tables, source=subject)
     except RunExists:
         # An identical import committed meanwhile (two at once): this one changes nothing.
