@@ -100,7 +100,9 @@ def test_events_text_holds_the_events_values(key: str, tmp_path: Path) -> None:
     """The dictionary-encoded text columns the op table is made from are the events' own."""
     path = source(key, tmp_path)
     decoded = importer_for(path).open(path, None, None).decode()
-    att = attribute(decoded.cols, decoded.args, load_rules(DEFAULT_RULES), None)
+    rules = load_rules(DEFAULT_RULES)
+    assert attribute(decoded.cols, decoded.args, rules, None).events_text is None
+    att = attribute(decoded.cols, decoded.args, rules, None, text_for_ops=True)
     assert att.events_text is not None
     assert sorted(att.events_text) == ["category", "kernel", "name", "request_id", "stage"]
     for name, encoded in att.events_text.items():

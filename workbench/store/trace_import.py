@@ -97,8 +97,11 @@ def attribute(
     args: ArgColumns,
     rules: Rules,
     pattern: re.Pattern[str] | None,
+    text_for_ops: bool = False,
 ) -> Attributed:
-    """Stages, requests, launch and nesting links, compile marks; columns in store shape."""
+    """Stages, requests, launch and nesting links, compile marks; columns in store shape.
+    `text_for_ops`: also hand the text columns over dictionary-encoded (events_text), for a
+    run that gets an op table."""
     n = cols.n
     ts, dur = cols.ts, cols.dur
     end = ts + dur
@@ -140,17 +143,12 @@ def attribute(
     is_kernel = pa.array(kernel_mask)
     name_str = name.cast(pa.string())
     kernel = _masked_view(name_str, is_kernel)
-    name_codes, name_values = _used_values(cols.name_codes, cols.names)
-    events_text = {
-        "request_id": pa.DictionaryArray.from_arrays(request_idx, ids_arr),
-        "stage": pa.DictionaryArray.from_arrays(stage_idx, stage_names),
-        "category": category,
-        "name": pa.DictionaryArray.from_arrays(name_codes, name_values),
-        "kernel": pa.DictionaryArray.from_arrays(
-            pa.array(name_codes, mask=~kernel_mask), name_values
-        ),
-    }
     lanes = kernel_lanes(kernel_mask, args.device, args.stream, cols)
+    events_text = (
+        _events_text(cols, kernel_mask, request_idx, ids_arr, stage_idx, stage_names)
+        if text_for_ops
+        else None
+    )
     nulls_f = null_arrays.nulls(n, pa.float64())
     columns: dict[str, Any] = {
         "event_id": pa.array(np.arange(n, dtype=np.int64)),
@@ -214,6 +212,28 @@ def attribute(
         packed_args=packed,
         events_text=events_text,
     )
+
+
+def _events_text(
+    cols: TraceColumns,
+    kernel_mask: npt.NDArray[np.bool_],
+    request_idx: pa.Array,
+    request_ids: pa.Array,
+    stage_idx: pa.Array,
+    stage_names: pa.Array,
+) -> dict[str, pa.DictionaryArray]:
+    """The events' request_id, stage, category, name and kernel columns dictionary-encoded:
+    the same values as the string columns, from the codes attribution has anyway."""
+    name_codes, name_values = _used_values(cols.name_codes, cols.names)
+    return {
+        "request_id": pa.DictionaryArray.from_arrays(request_idx, request_ids),
+        "stage": pa.DictionaryArray.from_arrays(stage_idx, stage_names),
+        "category": cols.category,
+        "name": pa.DictionaryArray.from_arrays(name_codes, name_values),
+        "kernel": pa.DictionaryArray.from_arrays(
+            pa.array(name_codes, mask=~kernel_mask), name_values
+        ),
+    }
 
 
 def _used_values(codes: npt.NDArray[Any], values: list[str | None]) -> tuple[I32, pa.Array]:
