@@ -55,7 +55,7 @@ def random_case(rng: np.random.Generator, n_levels: int) -> tuple:
     return req, request_of, ts, end, stage, prio
 
 
-@pytest.mark.parametrize("n_levels", [3, 12, 400])
+@pytest.mark.parametrize("n_levels", [3, 12, 13, 66, 400])
 def test_exclusive_times_match_the_reference(n_levels: int) -> None:
     rng = np.random.default_rng(n_levels)
     for _ in range(60):
@@ -64,10 +64,11 @@ def test_exclusive_times_match_the_reference(n_levels: int) -> None:
         np.testing.assert_allclose(got, reference(*case), rtol=1e-12, atol=1e-9)
 
 
-def test_more_levels_than_one_bitmask_holds() -> None:
-    # 100 nested spans of distinct priorities in one request: each level beyond the 62 that
-    # one bitmask holds still gets the segment only it covers.
-    n = 100
+@pytest.mark.parametrize("n", [100, 70])
+def test_more_levels_than_one_bitmask_holds(n: int) -> None:
+    # n nested spans of distinct priorities in one request: each level beyond the 62 that
+    # one bitmask holds still gets the segment only it covers (70: the second round's 8
+    # levels look their lowest bit up in a table, 100: its 38 compute it).
     ts = np.arange(n, dtype=np.float64)
     end = 2.0 * n - ts
     prio = np.arange(n, dtype=np.int64)  # the innermost span has the highest priority

@@ -13,7 +13,10 @@ import pytest
 from ingest_helpers import HANDMADE, ROOT, TORCH, TRACES
 
 from workbench.store import layout, op_columns, op_table
+from workbench.store.importers import importer_for
 from workbench.store.ingest import ingest
+from workbench.store.rules import DEFAULT_RULES, load_rules
+from workbench.store.trace_import import attribute
 
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "nsys"))
 from make_nsys_export import write_export
@@ -88,3 +91,23 @@ def test_of_table_matches_read_with_nulls_and_skipped_requests(tmp_path: Path) -
     ids = [r for r in pq.read_table(store / "requests").column("request_id").to_pylist()]
     index = {r: i for i, r in enumerate(ids[::2])}  # every other request skipped
     same_ops(op_columns.of_table(big, index), op_columns.read(path, index))
+
+
+@pytest.mark.parametrize(
+    "key", ["saxpy_a100", "current_schema", "generated", "kineto_torch", "kineto_serving"]
+)
+def test_events_text_holds_the_events_values(key: str, tmp_path: Path) -> None:
+    """The dictionary-encoded text columns the op table is made from are the events' own."""
+    path = source(key, tmp_path)
+    decoded = importer_for(path).open(path, None, None).decode()
+    rules = load_rules(DEFAULT_RULES)
+    assert attribute(decoded.cols, decoded.args, rules, None).events_text is None
+    att = attribute(decoded.cols, decoded.args, rules, None, text_for_ops=True)
+    assert att.events_text is not None
+    assert sorted(att.events_text) == ["category", "kernel", "name", "request_id", "stage"]
+    for name, encoded in att.events_text.items():
+        assert pa.types.is_dictionary(encoded.type), name
+        assert encoded.cast(pa.string()).equals(att.events.column(name).combine_chunks()), name
+    # Only the names the run uses (an nsys export's list is all of its StringIds).
+    names = att.events_text["name"].dictionary
+    assert len(names) == len(set(att.events.column("name").to_pylist()))

@@ -8,7 +8,7 @@ import re
 import shutil
 import stat
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +77,9 @@ class RunTables:
     # The events' args column when an import holds it packed: `events` lacks it then, and it is
     # unpacked one row group at a time as the events file is written.
     events_args: PackedText | None = None
+    # Some of `events`' text columns dictionary-encoded (the same values) when the importer
+    # has them so: the op table is made from them, not by hashing every row's string again.
+    events_text: Mapping[str, pa.Array] | None = None
 
     @property
     def run_id(self) -> str:
@@ -289,6 +292,8 @@ def stage_tables(stage: Path, tables: RunTables) -> pa.Table:
     """A run's partition files (and op table) in a staging directory; returns its runs row."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
+    import pyarrow as pa
+
     from workbench.store import op_columns, op_table, schema
 
     with ThreadPoolExecutor(1) as pool:
@@ -303,7 +308,11 @@ def stage_tables(stage: Path, tables: RunTables) -> pa.Table:
             if tables.events_args is not None:
                 events_schema = events_schema.remove(events_schema.get_field_index("args"))
             # Conformed as the file is written: the same columns and types as it reads back.
-            ops = pool.submit(op_columns.of_table, _conform(tables.events, events_schema), index)
+            source = _conform(tables.events, events_schema)
+            for name, encoded in (tables.events_text or {}).items():
+                at = source.schema.get_field_index(name)
+                source = source.set_column(at, pa.field(name, encoded.type), encoded)
+            ops = pool.submit(op_columns.of_table, source, index)
         for name, file_schema in schema.PARTITIONED.items():
             path = stage / name / PART_FILE
             if name == "events" and tables.events_args is not None:

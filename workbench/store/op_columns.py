@@ -396,11 +396,14 @@ def of_table(events: pa.Table, requests: dict[str, int]) -> OpColumns:
     columns = [c for c in _OP_COLUMNS if c in events.column_names]
     reader = _OpReader(events.num_rows, requests)
     for batch in events.select(columns).to_batches(max_chunksize=_BATCH_ROWS):
-        # The file's text columns read back as dictionaries (read_dictionary): encoded here.
+        # The file's text columns read back as dictionaries (read_dictionary): encoded here
+        # unless the caller gave them so (any dictionary does: values are looked up by value).
         reader.add(
             pa.record_batch(
                 [
-                    pc.dictionary_encode(col) if name in _TEXT_COLUMNS else col
+                    pc.dictionary_encode(col)
+                    if name in _TEXT_COLUMNS and not pa.types.is_dictionary(col.type)
+                    else col
                     for name, col in zip(batch.schema.names, batch.columns, strict=True)
                 ],
                 names=batch.schema.names,
