@@ -17,6 +17,7 @@ from typing import Final
 
 import numpy as np
 
+from accel.block_bootstrap import block_bootstrap_quantile_diff
 from accel.ops import F64, I64
 from accel.stages import STAGES
 
@@ -103,6 +104,21 @@ def manifest_share(stage_gap_us: float, tail_gap_us: float) -> float:
     if not (math.isfinite(stage_gap_us) and math.isfinite(tail_gap_us) and tail_gap_us > 0):
         return 0.0
     return min(max(stage_gap_us / tail_gap_us, 0.0), 1.0)
+
+
+def manifest_cap(
+    own_f: F64, own_c: F64, stage_gap_us: float, tail_gap_us: float, seed: int
+) -> tuple[float, tuple[float, float]]:
+    """The cap on a manifest-decided origin's confidence (NaN: none) and the 95% interval of
+    its stage's p95 own-time growth (own_f, own_c: that stage's own time per request, in
+    arrival order). No evidence explained the gap; when the stage's own p95 did not grow beyond
+    noise either, a stable argmax of small own-time gaps says nothing about the cause (A/A
+    false alarms named a stage this way at 0.87), so the cap is the share of the tail gap the
+    growth accounts for. A real growth gets none: near saturation the queue makes a small one
+    most of the gap."""
+    _, lo, hi = block_bootstrap_quantile_diff(own_f, own_c, 0.95, seed=seed)
+    cap = math.nan if lo > 0 else manifest_share(stage_gap_us, tail_gap_us)
+    return cap, (lo, hi)
 
 
 def origin_agreement(

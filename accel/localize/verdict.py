@@ -26,8 +26,7 @@ from typing import Final
 
 import numpy as np
 
-from accel.block_bootstrap import block_bootstrap_quantile_diff
-from accel.localize.confidence import Candidate, decide, manifest_share, origin_agreement
+from accel.localize.confidence import Candidate, decide, manifest_cap, origin_agreement
 from accel.localize.decisions import novel_kernels, novel_mechanism
 from accel.localize.direct import (
     IMBALANCE,
@@ -57,9 +56,10 @@ from accel.localize.traffic import traffic_noise
 from accel.localize.trigger import NO_REGRESSION, Trigger, TriggerPolicy
 from accel.localize.trigger import decide as trigger
 from accel.localize.trigger_claims import rerun_doc, trigger_claims
+from accel.localize.verdict_claims import manifest_cap_claim, verdict_claims
 from accel.ops import F64, RunArrays
 from accel.profiles import HardwareProfile
-from accel.stages import MECHANISMS, STAGE_CODE, STAGES
+from accel.stages import STAGE_CODE, STAGES
 from accel.stats import hodges_lehmann_ci, mann_whitney_u
 
 PLAN_STAGES: Final[tuple[str, ...]] = ("ingress", "lowering", "scheduling")
@@ -381,23 +381,19 @@ def _localize_triggered(
     secondary = secondary_of(fq, cq, mech, gaps)
     agreement = origin_agreement(cands, lf, lc, own_f, own_c, origin, seed=seed)
     conf = agreement if reproduced else min(agreement, FALLBACK_CAP)
-    shown, tail_ci = math.nan, (math.nan, math.nan)
+    cap, tail_ci = math.nan, (math.nan, math.nan)
     if decided_by == "manifest":
-        # No evidence explains the gap: the manifest stage is where time shows up. When its own
-        # p95 did not grow beyond noise either, a stable argmax of small own-time gaps says
-        # nothing about the cause (A/A false alarms named a stage this way at 0.87): the
-        # confidence is then at most the share of the tail gap that stage's growth accounts
-        # for. A real growth stays (near saturation the queue makes a small one most of the gap).
         i = STAGES.index(origin)
-        a = own_f[:, i] if i == INGRESS else own_f[f_heads, i]
-        b = own_c[:, i] if i == INGRESS else own_c[c_heads, i]
-        _, lo, hi = block_bootstrap_quantile_diff(a, b, 0.95, seed=seed)
-        tail_ci = (lo, hi)
-        if not lo > 0:
-            shown = manifest_share(manifest_gap[origin], gaps.get("p95", math.nan))
-            conf = min(conf, shown)
+        cap, tail_ci = manifest_cap(
+            own_f[:, i] if i == INGRESS else own_f[f_heads, i],
+            own_c[:, i] if i == INGRESS else own_c[c_heads, i],
+            manifest_gap[origin],
+            gaps.get("p95", math.nan),
+            seed,
+        )
+        conf = min(conf, cap) if math.isfinite(cap) else conf
     claims.extend(
-        _verdict_claims(
+        verdict_claims(
             origin,
             manifest,
             mech,
@@ -415,21 +411,8 @@ def _localize_triggered(
             "bootstrap of the origin decision (confidence.py)",
         )
     )
-    if math.isfinite(shown):
-        claims.append(
-            Claim(
-                f"no evidence explains the gap and {origin}'s own p95 growth is within noise "
-                f"(95% CI {tail_ci[0]:+.0f}..{tail_ci[1]:+.0f} us): it is {shown:.0%} of the p95 "
-                f"tail gap, so confidence is at most {shown:.0%}",
-                {
-                    "manifest_share_of_gap": shown,
-                    "manifest_p95_ci_lo_us": tail_ci[0],
-                    "manifest_p95_ci_hi_us": tail_ci[1],
-                    "confidence": conf,
-                },
-                "manifest stage against the tail gap (block bootstrap of its own time)",
-            )
-        )
+    if math.isfinite(cap):
+        claims.append(manifest_cap_claim(origin, cap, tail_ci, conf))
     return Localization(
         triggered=True,
         origin_stage=origin,
@@ -447,76 +430,10 @@ def _localize_triggered(
         confidence_method=(
             "share of bootstrap resamples of both runs' requests naming the same origin"
             + ("" if reproduced else f", capped at {FALLBACK_CAP} (re-run missed the tail)")
-            + (", capped at the manifest stage's share of the gap" if math.isfinite(shown) else "")
+            + (", capped at the manifest stage's share of the gap" if math.isfinite(cap) else "")
         ),
         direct=direct_rows,
         rerun=rerun,
         manifest_gap_us=manifest_gap,
         **common,
     )
-
-
-def _verdict_claims(
-    origin: str,
-    manifest: str,
-    mech: str,
-    decided_by: str,
-    explained: dict[str, dict[str, float]],
-    residual: dict[str, dict[str, float]],
-    manifest_gap: dict[str, float],
-    label: str,
-) -> list[Claim]:
-    out = []
-    if decided_by == "plan_swap":
-        sh = explained[origin]
-        out.append(
-            Claim(
-                f"giving the failing run the comparator's {origin} decisions removes "
-                f"{sh['p95']:.0%} of the p95 gap and {sh['p99']:.0%} of the p99 gap",
-                {"p95_share": sh["p95"], "p99_share": sh["p99"]},
-                "plan_swap + queue re-run",
-            )
-        )
-    elif decided_by == "residual":
-        r = residual[origin]
-        out.append(
-            Claim(
-                f"{origin} runs slower than the model predicts by {r['hl_us']:.0f} us "
-                f"(Hodges-Lehmann, 95% CI {r['hl_lo_us']:.0f}..{r['hl_hi_us']:.0f}, "
-                f"Mann-Whitney p={r['p_value']:.2g}); it accounts for {r['p95_share']:.0%} "
-                "of the p95 gap",
-                dict(r),
-                "residual shift (Mann-Whitney + Hodges-Lehmann)",
-            )
-        )
-    elif decided_by == "direct":
-        sh = explained.get(origin, {"p95": float("nan"), "p99": float("nan")})
-        out.append(
-            Claim(
-                f"{label} (time the model does not predict, compared as observed) grew; giving "
-                f"the failing run the comparator's {label} time removes up to {sh['p95']:.0%} "
-                f"of the p95 gap in {origin}",
-                {"p95_share": sh["p95"], "p99_share": sh["p99"]},
-                "direct evidence (direct.py) + queue re-run",
-            )
-        )
-    else:
-        out.append(
-            Claim(
-                f"no plan swap, residual shift or direct evidence explains the gap; origin = "
-                f"manifest stage "
-                f"{manifest}",
-                {"p95_gap_us": manifest_gap[manifest]},
-                "manifest",
-            )
-        )
-    out.append(
-        Claim(
-            f"the time shows up in {manifest} (p95 own-time gap {manifest_gap[manifest]:+.0f} us);"
-            f" mechanism {mech}",
-            {f"{s}_p95_gap_us": v for s, v in manifest_gap.items()},
-            "per-stage p95 difference",
-        )
-    )
-    assert mech in MECHANISMS
-    return out
