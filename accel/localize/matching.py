@@ -86,6 +86,11 @@ def _key_runs(code: I64, m: F64, big: float, sel: I64) -> tuple[F64, I64, I64]:
             np.maximum.at(last, key, at)
             slots = np.flatnonzero(last >= 0)
             return (slots + lo).astype(np.float64), sel[first[slots]], sel[last[slots]]
+    return _sorted_key_runs(code, m, big, sel)
+
+
+def _sorted_key_runs(code: I64, m: F64, big: float, sel: I64) -> tuple[F64, I64, I64]:
+    """_key_runs by a stable sort of the keys: any keys."""
     key_f = code * big + m
     order = np.argsort(key_f, kind="stable")
     sorted_sel, key_f = sel[order], key_f[order]
