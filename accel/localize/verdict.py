@@ -57,7 +57,7 @@ from accel.localize.trigger import NO_REGRESSION, Trigger, TriggerPolicy
 from accel.localize.trigger import decide as trigger
 from accel.localize.trigger_claims import rerun_doc, trigger_claims
 from accel.localize.verdict_claims import manifest_cap_claim, verdict_claims
-from accel.ops import F64, RunArrays
+from accel.ops import F64, I64, RunArrays
 from accel.profiles import HardwareProfile
 from accel.stages import STAGE_CODE, STAGES
 from accel.stats import hodges_lehmann_ci, mann_whitney_u
@@ -82,6 +82,12 @@ def _order(run: RunArrays) -> F64:
     r = run.requests
     order = np.argsort(np.nan_to_num(np.asarray(r.arrival_us, dtype=np.float64)), kind="stable")
     return np.asarray(r.latency_us, dtype=np.float64)[order]
+
+
+def _per_job(stage_us: F64, i: int, heads: I64) -> F64:
+    """Stage i's column, one value per queue job: every request's ingress (its own wait), the
+    batch heads' other stages (batch members carry copies of their batch's)."""
+    return np.asarray(stage_us[:, i] if i == INGRESS else stage_us[heads, i], dtype=np.float64)
 
 
 def _check_pair(swap: SwapInputs, failing: RunArrays, comparator: RunArrays) -> SwapInputs:
@@ -253,8 +259,7 @@ def _localize_triggered(
         origin: str | None = None
         decided_by = "manifest"
         for i, s in enumerate(STAGES):
-            a = f_stage[:, i] if i == INGRESS else f_stage[f_heads, i]
-            b = c_stage[:, i] if i == INGRESS else c_stage[c_heads, i]
+            a, b = _per_job(f_stage, i, f_heads), _per_job(c_stage, i, c_heads)
             _, p = mann_whitney_u(a, b)
             hl = hodges_lehmann_ci(a, b)[0]
             if p < RESIDUAL_ALPHA and hl > 0:
@@ -385,8 +390,8 @@ def _localize_triggered(
     if decided_by == "manifest":
         i = STAGES.index(origin)
         cap, tail_ci = manifest_cap(
-            own_f[:, i] if i == INGRESS else own_f[f_heads, i],
-            own_c[:, i] if i == INGRESS else own_c[c_heads, i],
+            _per_job(own_f, i, f_heads),
+            _per_job(own_c, i, c_heads),
             manifest_gap[origin],
             gaps.get("p95", math.nan),
             seed,
