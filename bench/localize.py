@@ -218,6 +218,11 @@ def _accuracy(rows: list[Row], key: str) -> tuple[float, float, float, int]:
     return share, lo, hi, n
 
 
+def _missed(r: Row) -> bool:
+    """The pair's verdict is not its truth (origin and mechanism)."""
+    return (r["origin"], r["mechanism"]) != (r["truth_origin"], r["truth_mechanism"])
+
+
 def _pair_key(r: Row) -> tuple[object, ...]:
     return (r["generator"], r["layout"], r["profile"], r["fault"], r.get("batching"), r["seed"])
 
@@ -290,11 +295,7 @@ def _summary(rows: list[Row], title: str) -> dict[str, object]:
         print(f"{name}: mechanism, full method")
         print(_confusion(rs, "truth_mechanism", "mechanism", mechs))
 
-    misses = [
-        r
-        for r in full
-        if (r["origin"], r["mechanism"]) != (r["truth_origin"], r["truth_mechanism"])
-    ]
+    misses = [r for r in full if _missed(r)]
     print(
         f"\nfull method's misses ({len(misses)}): cell, profile, fault, batching, seed -> verdict"
     )
@@ -340,10 +341,6 @@ def _summary(rows: list[Row], title: str) -> dict[str, object]:
         "aa_false_alarm_ci": [fa_lo, fa_hi],
         "targets_met": bool(all(met(c) for c in cells.values()) and ece <= 0.1),
     }
-
-
-def _missed(r: Row) -> bool:
-    return (r["origin"], r["mechanism"]) != (r["truth_origin"], r["truth_mechanism"])
 
 
 def _write_misses(path: Path, rows: list[Row]) -> None:
