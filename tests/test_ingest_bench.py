@@ -81,7 +81,10 @@ def test_gz_trace_counts_uncompressed_megabytes(tmp_path: Path) -> None:
     assert fig["file_mb"] == round(gz.stat().st_size / 1e6, 1) < fig["trace_mb"]
     assert fig["mb_per_s"] == pytest.approx(len(raw) / 1e6 / fig["import_s_median"], rel=0.05)
     assert fig["hta_reference"] == "measured"
-    assert fig["speedup_vs_hta"] == pytest.approx(25.0 / fig["import_s_median"], rel=0.01)
+    # import_s_median is printed to the millisecond, so on a fast machine (about 0.05 s here) its
+    # rounding alone moves 25 / median by about 1%: bound the speed-up by the rounding interval.
+    med = fig["import_s_median"]
+    assert 25.0 / (med + 5e-4) - 5e-3 <= fig["speedup_vs_hta"] <= 25.0 / (med - 5e-4) + 5e-3
     assert fig["rss_ratio_vs_hta"] == pytest.approx(fig["peak_rss_mb_median"] / 1158.0, abs=2e-3)
     assert any("(uncompressed)" in ln for ln in lines)
     assert any("measured a 209.0 MB trace" in ln for ln in lines)  # not the same trace: said
