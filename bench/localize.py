@@ -23,41 +23,43 @@ before it calls any change clean; and "second_look_advised": the pairs it called
 drawn at the number of requests it asked for (at least --second-look x, at most 10x the first
 look), as an engineer who follows its advice would. A fault too small to show at a few hundred
 requests is a power limit, not a localization error; the second look says which, and its A/A
-rate counts false alarms at either look.
+rate counts false alarms at either look. Each fault pair is also compared with its fault-free
+twin (the failing run drawn again without the fault: same reality, same traffic seed): when
+neither p95 nor p99 moved past the trigger's practical threshold on that traffic, the fault did
+not show in the sample, and each summary gives the accuracy over the pairs where it did
+("in_sample", "targets_met_in_sample") beside the accuracy over every pair.
 Ends with one JSON line of the figures.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # localize_report beside this file
 
-from accel import profsim
-from accel.localize import METHODS, Localization, localize
-from accel.ops import RunArrays
+import numpy as np
+from localize_report import Row, pair_key, summary, write_misses
+
+from accel import profsim, synth
+from accel.localize import METHODS, Localization, TriggerPolicy, localize
+from accel.localize.gaps import QNAMES, QS, at_q
+from accel.ops import F64, RunArrays
 from accel.profiles import HardwareProfile, get_profile
-from accel.stages import STAGES
-from accel.stats import wilson_interval
-from accel.synth import FAULTS, TRUTH_TABLE, Workload, generate_pair
+from accel.synth import FAULTS, Workload, generate_pair
 from workbench.store import db
 from workbench.store.arrays import load_run_arrays
 from workbench.store.profsim_io import add_run
 from workbench.store.synth_trace import ingest_events_only
 
-Row = dict[str, object]
-CELLS = (("synth", "store"), ("synth", "events"), ("profsim", "store"), ("profsim", "events"))
-BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 ADVISED_CAP = 10  # the advised second look draws at most this x the requests of the first
 
 
@@ -129,6 +131,20 @@ def _looks(one: Callable[[int, int], list[Row]], n_requests: int, factor: int) -
     return rows
 
 
+def _in_sample(failing: F64, twin: F64) -> Row:
+    """What the fault did on the failing run's own traffic: its p95/p99 over its fault-free
+    twin's, relative; in the sample when either passes the trigger's default practical
+    threshold."""
+    limit = TriggerPolicy().min_rel_gap
+    out: Row = {}
+    for q, name in zip(QS, QNAMES, strict=True):
+        base = at_q(np.asarray(twin, dtype=np.float64), q)
+        gap = at_q(np.asarray(failing, dtype=np.float64), q) - base
+        out[f"effect_{name}"] = gap / base if base > 0 else float("nan")
+    out["in_sample"] = any(float(str(out[f"effect_{n}"])) > limit for n in QNAMES)
+    return out
+
+
 def _trials(job: tuple[str, str, str, int, int, int, float, int]) -> list[Row]:
     """Run `trials` accel.synth pairs of one (profile, fault, layout) with every method."""
     profile, fault, how, trials, n_requests, seed, severity, factor = job
@@ -150,7 +166,16 @@ def _trials(job: tuple[str, str, str, int, int, int, float, int]) -> list[Row]:
                         store, runs[rid], rid, profile, work
                     )
                 )
-            return _methods(("synth", how), profile, fault, pair.truth, s, fa, ca, hw, look)
+            out = _methods(("synth", how), profile, fault, pair.truth, s, fa, ca, hw, look)
+            twin = synth.fault_free_twin(
+                hw, pair, s, workload=Workload(n_requests=n), severity=severity
+            )
+            effect = _in_sample(
+                pair.failing.arrays.requests.latency_us, twin.arrays.requests.latency_us
+            )
+            for row in out:
+                row.update(effect)
+            return out
 
         rows += _looks(one, n_requests, factor)
     return rows
@@ -171,201 +196,15 @@ def _profsim_trials(job: tuple[str, str, str, str, int, int, int, int]) -> list[
                 lambda store, rid, work, runs=runs: add_run(store, runs[rid], rid, how, work)
             )
             out = _methods(("profsim", how), profile, fault, pair.truth, s, fa, ca, hw, look)
+            twin = profsim.fault_free_twin(hw, pair, s)
+            effect = _in_sample(pair.failing.timeline.latency_us, twin.latency_us)
             for row in out:
                 row["batching"] = batching
+                row.update(effect)
             return out
 
         rows += _looks(one, n_requests, factor)
     return rows
-
-
-def _reliability(rows: list[Row]) -> tuple[list[dict[str, float]], float]:
-    """Bins of confidence: n, mean confidence, share with the right origin; and the expected
-    calibration error (bin-size-weighted |accuracy - confidence|)."""
-    out: list[dict[str, float]] = []
-    ece = 0.0
-    for lo, hi in itertools.pairwise(BINS):
-        rs = [
-            r
-            for r in rows
-            if lo <= float(str(r["confidence"])) < hi or (hi == 1.0 and r["confidence"] == 1.0)
-        ]
-        if not rs:
-            continue
-        conf = sum(float(str(r["confidence"])) for r in rs) / len(rs)
-        acc = sum(r["origin"] == r["truth_origin"] for r in rs) / len(rs)
-        out.append({"lo": lo, "hi": hi, "n": len(rs), "confidence": conf, "accuracy": acc})
-        ece += len(rs) / max(len(rows), 1) * abs(acc - conf)
-    return out, ece
-
-
-def _confusion(rows: list[Row], truth: str, pred: str, labels: list[str]) -> str:
-    counts = Counter((str(r[truth]), str(r[pred])) for r in rows)
-    width = max(len(x) for x in labels) + 1
-    head = "truth \\ got".ljust(width) + "".join(x[:10].rjust(11) for x in labels)
-    lines = [head]
-    for a in labels:
-        if not any(str(r[truth]) == a for r in rows):
-            continue
-        lines.append(a.ljust(width) + "".join(str(counts[(a, b)]).rjust(11) for b in labels))
-    return "\n".join(lines)
-
-
-def _accuracy(rows: list[Row], key: str) -> tuple[float, float, float, int]:
-    n = len(rows)
-    k = sum(1 for r in rows if r[key] == r[f"truth_{key}"])
-    share, lo, hi = wilson_interval(k, n)
-    return share, lo, hi, n
-
-
-def _missed(r: Row) -> bool:
-    """The pair's verdict is not its truth (origin and mechanism)."""
-    return (r["origin"], r["mechanism"]) != (r["truth_origin"], r["truth_mechanism"])
-
-
-def _pair_key(r: Row) -> tuple[object, ...]:
-    return (r["generator"], r["layout"], r["profile"], r["fault"], r.get("batching"), r["seed"])
-
-
-def _summary(rows: list[Row], title: str) -> dict[str, object]:
-    """Print the accuracy tables, confusions, misses, reliability and A/A rate of `rows`
-    (one row per pair and method); return their figures."""
-    full = [r for r in rows if r["method"] == "full"]
-    stages = [*STAGES, "none"]
-    cells: dict[str, dict[str, object]] = {}
-    print(f"\n=== {title} ===")
-    print("accuracy on the fault trials (A/A controls excluded; 95% Wilson CI), side by side")
-    print(
-        f"{'generator/layout':<18}{'method':<9}{'origin':>22}{'mechanism':>22}"
-        f"{'A/A false alarms':>26}{'s/pair':>8}"
-    )
-    for cell in CELLS:
-        name = "/".join(cell)
-        in_cell = [r for r in rows if (r["generator"], r["layout"]) == cell]
-        out: dict[str, object] = {}
-        for m in METHODS:
-            rs = [r for r in in_cell if r["method"] == m]
-            faulty = [r for r in rs if r["fault"] != "none"]
-            aa = [r for r in rs if r["fault"] == "none"]
-            o, olo, ohi, n = _accuracy(faulty, "origin")
-            k, klo, khi, _ = _accuracy(faulty, "mechanism")
-            fa = sum(1 for r in aa if r["triggered"])
-            fa_share, fa_lo, fa_hi = wilson_interval(fa, len(aa))
-            sec = sum(float(str(r["seconds"])) for r in rs) / max(len(rs), 1)
-            print(
-                f"{name:<18}{m:<9}{o:>9.1%} ({olo:.0%}..{ohi:.0%}){k:>10.1%} ({klo:.0%}..{khi:.0%})"
-                f"{fa:>5}/{len(aa):<3}{fa_share:>6.1%} ({fa_lo:.0%}..{fa_hi:.0%}){sec:>8.3f}"
-            )
-            out[m] = {
-                "origin_accuracy": o,
-                "origin_ci": [olo, ohi],
-                "mechanism_accuracy": k,
-                "mechanism_ci": [klo, khi],
-                "n": n,
-                "aa_false_alarms": fa,
-                "aa_n": len(aa),
-                "aa_false_alarm_rate": fa_share,
-                "aa_false_alarm_ci": [fa_lo, fa_hi],
-                "seconds_per_pair": sec,
-            }
-        faulty_full = [r for r in in_cell if r["method"] == "full" and r["fault"] != "none"]
-        bins, ece = _reliability(faulty_full)
-        out["ece"] = ece
-        out["faults_not_triggered"] = sum(1 for r in faulty_full if not r["triggered"])
-        # regression / no regression / inconclusive, on the fault trials and on the A/A pairs
-        out["outcomes"] = dict(
-            Counter(
-                f"{'aa' if r['fault'] == 'none' else 'fault'}: {r['outcome']}"
-                for r in in_cell
-                if r["method"] == "full"
-            )
-        )
-        cells[name] = out
-
-    for cell in CELLS:
-        name = "/".join(cell)
-        rs = [r for r in full if (r["generator"], r["layout"]) == cell]
-        gen_faults = FAULTS if cell[0] == "synth" else profsim.FAULTS
-        mechs = [
-            profsim.TRUTH[f][2] if cell[0] == "profsim" else TRUTH_TABLE[f][2] for f in gen_faults
-        ]
-        mechs += sorted({str(r["mechanism"]) for r in rs} - set(mechs))
-        print(f"\n{name}: origin stage, full method (rows: truth, columns: verdict)")
-        print(_confusion(rs, "truth_origin", "origin", stages))
-        print(f"{name}: mechanism, full method")
-        print(_confusion(rs, "truth_mechanism", "mechanism", mechs))
-
-    misses = [r for r in full if _missed(r)]
-    print(
-        f"\nfull method's misses ({len(misses)}): cell, profile, fault, batching, seed -> verdict"
-    )
-    for r in misses:
-        print(
-            f"  {r['generator']}/{r['layout']} {r['profile']} {r['fault']} "
-            f"{r.get('batching', '-')} seed {r['seed']} -> {r['outcome']}: {r['origin']} / "
-            f"{r['mechanism']} (confidence {float(str(r['confidence'])):.2f}, decided by "
-            f"{r['decided_by']}, look {r['look']} at {r['requests']} requests)"
-        )
-
-    faulty = [r for r in full if r["fault"] != "none"]
-    bins, ece = _reliability(faulty)
-    print("\nreliability of the full method's confidence (fault trials, all cells)")
-    print(f"{'confidence':<14}{'n':>6}{'mean conf':>11}{'origin right':>14}")
-    for b in bins:
-        print(
-            f"[{b['lo']:.1f}, {b['hi']:.1f}){'':<4}{int(b['n']):>6}{b['confidence']:>11.2f}"
-            f"{b['accuracy']:>14.2f}"
-        )
-    print(f"expected calibration error: {ece:.3f} (n={len(faulty)})")
-
-    aa_all = [r for r in full if r["fault"] == "none"]
-    fa_all = sum(1 for r in aa_all if r["triggered"])
-    fa_share, fa_lo, fa_hi = wilson_interval(fa_all, len(aa_all))
-    print(f"A/A false alarms, all cells: {fa_all}/{len(aa_all)} = {fa_share:.1%} "
-          f"(95% CI {fa_lo:.1%}..{fa_hi:.1%})")  # fmt: skip
-
-    def met(c: dict[str, object]) -> bool:
-        f = c["full"]
-        assert isinstance(f, dict)
-        return bool(
-            f["origin_accuracy"] >= 0.95
-            and f["mechanism_accuracy"] >= 0.90
-            and f["aa_false_alarm_rate"] <= 0.05
-        )
-
-    return {
-        "cells": cells,
-        "reliability": bins,
-        "ece": ece,
-        "aa_false_alarm_rate": fa_share,
-        "aa_false_alarm_ci": [fa_lo, fa_hi],
-        "targets_met": bool(all(met(c) for c in cells.values()) and ece <= 0.1),
-    }
-
-
-def _write_misses(path: Path, rows: list[Row]) -> None:
-    """The full method's rows of every pair it missed at look 1, every look of it, with a
-    class for the look-1 miss: inconclusive (power: too few requests, its own advice), no
-    fire (called no regression), wrong origin, or wrong mechanism (right origin). A/A pairs
-    that fired count as misses too (class "false alarm")."""
-    full = [r for r in rows if r["method"] == "full"]
-    missed = {_pair_key(r) for r in full if r["look"] == 1 and _missed(r)}
-    with path.open("w") as out:
-        for r in sorted(
-            (r for r in full if _pair_key(r) in missed),
-            key=lambda r: (*map(str, _pair_key(r)), r["look"]),
-        ):
-            if r["fault"] == "none":
-                kind = "false alarm"
-            elif r["outcome"] == "inconclusive":
-                kind = "inconclusive"
-            elif not r["triggered"]:
-                kind = "no fire"
-            elif r["origin"] != r["truth_origin"]:
-                kind = "wrong origin"
-            else:
-                kind = "wrong mechanism"
-            out.write(json.dumps({**r, "miss": kind if _missed(r) else "right"}) + "\n")
 
 
 def main() -> int:
@@ -478,13 +317,13 @@ def main() -> int:
         "pairs": len(full),
     }
     first = [r for r in rows if r["look"] == 1]
-    figures.update(_summary(first, "every pair at the requests per run above (look 1)"))
+    figures.update(summary(first, "every pair at the requests per run above (look 1)"))
     figures["wall_seconds"] = wall
     # Two readings of the second look, from the same draws: as the workbench advises (a pair
     # it called inconclusive, too few requests to tell, is looked at again; "no regression"
     # is final), and as a canary that re-draws every pair the trigger did not fire on.
     unsure = {
-        _pair_key(r) for r in first if r["method"] == "full" and r["outcome"] == "inconclusive"
+        pair_key(r) for r in first if r["method"] == "full" and r["outcome"] == "inconclusive"
     }
     at = f"{args.second_look}x the requests"
     readings = (
@@ -500,13 +339,11 @@ def main() -> int:
     )
     for key, look, which, how_many, only in readings if args.second_look > 1 else ():
         again = {
-            _pair_key(r)
-            for r in rows
-            if r["look"] == look and (only is None or _pair_key(r) in only)
+            pair_key(r) for r in rows if r["look"] == look and (only is None or pair_key(r) in only)
         }
-        final = [r for r in rows if r["look"] == look and _pair_key(r) in again]
-        final += [r for r in first if _pair_key(r) not in again]
-        second = _summary(
+        final = [r for r in rows if r["look"] == look and pair_key(r) in again]
+        final += [r for r in first if pair_key(r) not in again]
+        second = summary(
             final,
             f"with a second look: {which} (faults and A/A alike) drawn again at {how_many} "
             f"({len(again)} pairs)",
@@ -519,7 +356,7 @@ def main() -> int:
         second["pairs_looked_again"] = len(again)
         figures[key] = second
     if args.misses is not None:
-        _write_misses(args.misses, rows)
+        write_misses(args.misses, rows)
     print(json.dumps(figures))
     return 0
 

@@ -10,7 +10,7 @@ from bench_scripts import bench_module
 
 
 def bench() -> ModuleType:
-    return bench_module("localize")
+    return bench_module("localize_report")
 
 
 def row(
@@ -56,7 +56,7 @@ def test_misses_keep_every_look_of_a_missed_pair_and_class_it(tmp_path: Path) ->
         {**row("assembly", 8, 1, "ingress", "regression"), "method": "naive"},
     ]
     path = tmp_path / "misses.jsonl"
-    b._write_misses(path, rows)
+    b.write_misses(path, rows)
     got = [json.loads(line) for line in path.read_text().splitlines()]
     assert [(r["seed"], r["look"], r["miss"]) for r in got] == [
         (2, 1, "inconclusive"),

@@ -39,6 +39,7 @@ __all__ = [
     "Timeline",
     "Truth",
     "draw_reality",
+    "fault_free_twin",
     "generate_pair",
     "inject",
     "simulate",
@@ -52,6 +53,7 @@ class Run:
     service: Service
     timeline: Timeline
     seed: int
+    mean_gap_us: float  # the traffic's mean inter-arrival gap before any load fault
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,21 @@ class Pair:
     failing: Run
     comparator: Run
     truth: Truth
+
+
+def _draw(
+    fault: str, seed: int, batching: str, n_requests: int
+) -> tuple[Reality, Service, Service, Truth, int, int]:
+    """What generate_pair draws before it simulates: reality, the comparator's and the failing
+    run's services, the truth, and each run's traffic seed."""
+    if batching not in BATCHING:
+        raise ValueError(f"unknown batching {batching!r}; known: {', '.join(BATCHING)}")
+    rng = np.random.default_rng(seed)
+    reality = draw_reality(rng)
+    base = Service(n_requests=n_requests, batching=batching)
+    failing_service, truth = inject(fault, rng, base)
+    s_comp, s_fail = (int(x) for x in rng.integers(0, 2**31, 2))
+    return reality, base, failing_service, truth, s_comp, s_fail
 
 
 def generate_pair(
@@ -71,17 +88,22 @@ def generate_pair(
 ) -> Pair:
     """A fault-free comparator and a failing run with `fault`, on one hardware reality, with
     independent traffic at the comparator's arrival rate. Fault "none": an A/A pair."""
-    if batching not in BATCHING:
-        raise ValueError(f"unknown batching {batching!r}; known: {', '.join(BATCHING)}")
-    rng = np.random.default_rng(seed)
-    reality = draw_reality(rng)
-    base = Service(n_requests=n_requests, batching=batching)
-    failing_service, truth = inject(fault, rng, base)
-    s_comp, s_fail = (int(x) for x in rng.integers(0, 2**31, 2))
+    reality, base, failing_service, truth, s_comp, s_fail = _draw(fault, seed, batching, n_requests)
     comp, gap = simulate(hw, base, reality, seed=s_comp)
     fail, _ = simulate(hw, failing_service, reality, seed=s_fail, mean_gap_us=gap)
     return Pair(
-        Run("failing", hw.name, failing_service, fail, s_fail),
-        Run("comparator", hw.name, base, comp, s_comp),
+        Run("failing", hw.name, failing_service, fail, s_fail, gap),
+        Run("comparator", hw.name, base, comp, s_comp, gap),
         truth,
     )
+
+
+def fault_free_twin(hw: HardwareProfile, pair: Pair, seed: int) -> Timeline:
+    """The failing run of `pair` (generate_pair(hw, fault, seed, ...)) simulated again without
+    its fault, on the same reality and traffic seed: what the fault changed on this traffic.
+    Faults that draw more (recompiles, barrier stalls) shift the draws after theirs, arrivals
+    included; a load surge keeps the draws and scales the arrival gaps."""
+    c = pair.comparator.service  # the fault-free service generate_pair drew
+    reality, base, _, _, _, s_fail = _draw(pair.truth.fault, seed, c.batching, c.n_requests)
+    twin, _ = simulate(hw, base, reality, seed=s_fail, mean_gap_us=pair.failing.mean_gap_us)
+    return twin

@@ -46,11 +46,26 @@ __all__ = [
     "Workload",
     "compiled_shape_keys",
     "draw_reality",
+    "fault_free_twin",
     "generate_pair",
     "generate_run",
     "inject",
     "shape_key",
 ]
+
+
+def _draw(
+    fault: str, seed: int, workload: Workload | None, severity: float
+) -> tuple[Reality, Workload, Plan, Plan, Workload, Truth, int, int]:
+    """What generate_pair draws before it generates: reality, the comparator's workload and
+    plan, the failing run's plan, workload and truth, and each run's traffic seed."""
+    rng = np.random.default_rng(seed)
+    reality = draw_reality(rng)
+    base_w = workload or Workload()
+    base_p = Plan()
+    plan, wl, truth = inject(fault, rng, base_p, base_w, severity)
+    s_comp, s_fail = (int(x) for x in rng.integers(0, 2**31, 2))
+    return reality, base_w, base_p, plan, wl, truth, s_comp, s_fail
 
 
 def generate_pair(
@@ -68,12 +83,9 @@ def generate_pair(
     The two runs draw independent traffic; arrivals share one rate, set by the comparator's load.
     With fault "none" this is an A/A pair.
     """
-    rng = np.random.default_rng(seed)
-    reality = draw_reality(rng)
-    base_w = workload or Workload()
-    base_p = Plan()
-    plan, wl, truth = inject(fault, rng, base_p, base_w, severity)
-    s_comp, s_fail = (int(x) for x in rng.integers(0, 2**31, 2))
+    reality, base_w, base_p, plan, wl, truth, s_comp, s_fail = _draw(
+        fault, seed, workload, severity
+    )
     comp = generate_run(
         hw,
         base_w,
@@ -98,3 +110,27 @@ def generate_pair(
         tables=tables,
     )
     return Pair(fail, comp, truth)
+
+
+def fault_free_twin(
+    hw: HardwareProfile,
+    pair: Pair,
+    seed: int,
+    *,
+    workload: Workload | None = None,
+    severity: float = 1.0,
+) -> SynthRun:
+    """The failing run of `pair` (generate_pair with these arguments) generated again without
+    its fault, on the same reality and traffic seed: what the fault changed on this traffic."""
+    reality, base_w, base_p, _, _, _, _, s_fail = _draw(pair.truth.fault, seed, workload, severity)
+    return generate_run(
+        hw,
+        base_w,
+        base_p,
+        reality,
+        seed=s_fail,
+        run_id="failing",
+        mean_gap_us=pair.comparator.mean_gap_us,
+        truth=Truth("none", None, None, "none"),
+        tables=False,
+    )
