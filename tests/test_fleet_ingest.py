@@ -193,13 +193,13 @@ def test_windows_and_labels_equal_serial_and_two_workers(
     from workbench.store import fleet_ingest
 
     restamped: list[tuple[int, int]] = []
-    real = fleet_ingest._restamp
+    real = fleet_ingest.restamp
 
     def counting(table: Any, host: Any, rank: Any, old: int, new: int) -> Any:
         restamped.append((old, new))
         return real(table, host, rank, old, new)
 
-    monkeypatch.setattr(fleet_ingest, "_restamp", counting)
+    monkeypatch.setattr(fleet_ingest, "restamp", counting)
     stores = {n: tmp_path / str(n) for n in (1, 2)}
     for n, store in stores.items():
         with open_engine(workers=n) as eng:
@@ -338,7 +338,7 @@ def test_workers_send_parquet_in_the_file_schema(fleet_dir: Path) -> None:
     import pyarrow.compute as pc
 
     from workbench.store import schema
-    from workbench.store.fleet_ingest import MemberTask, decode, decode_member
+    from workbench.store.fleet_member import MemberTask, decode, decode_member
     from workbench.store.rules import DEFAULT_RULES
 
     src = str(sorted(fleet_dir.rglob("*.json"))[0])

@@ -1,8 +1,9 @@
 """One run from many trace files (hosts x ranks x capture windows), decoded in parallel.
 
-Each file is decoded, attributed, stamped and encoded on the engine (store/engine.py) by a
-worker that holds one file's columns at a time and hands back that file's events and requests
-as finished zstd Parquet bytes in the store's file schema (a few MB: cheap to send and to hold).
+Each file (store/fleet_sources.py finds them) is decoded, attributed, stamped and encoded on the
+engine (store/engine.py) by a worker (store/fleet_member.py) that holds one file's columns at a
+time and hands back that file's events and requests as finished zstd Parquet bytes in the
+store's file schema (a few MB: cheap to send and to hold).
 This process only appends those bytes, file after file in path order, to the run's single
 staged Parquet file per table (store/parquet_splice.py joins the footers), so it encodes
 nothing and its memory and its share of the work do not grow with the fleet. Every event and
@@ -22,11 +23,7 @@ were still in flight then gets its window and request ids restamped here (only t
 
 from __future__ import annotations
 
-import gc
-import glob
 import hashlib
-import os
-import resource
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -35,23 +32,25 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from workbench.errors import WorkbenchError
-from workbench.store import layout, null_arrays, objstore, schema
+from workbench.store import layout, schema
 from workbench.store.engine import Engine
-from workbench.store.importers import importer_for
+from workbench.store.fleet_member import (
+    MemberResult,
+    MemberTask,
+    decode,
+    decode_member,
+    encode,
+    restamp,
+)
+from workbench.store.fleet_sources import expand_sources
 from workbench.store.ingest import parse_tags
 from workbench.store.parquet_splice import SplicedWriter
 from workbench.store.request_pattern import compile_pattern
 from workbench.store.rules import DEFAULT_RULES, load_rules
 from workbench.store.run_row import existing_matches, file_sha, fingerprint, run_row
-from workbench.store.trace_import import attribute
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".trace")
-_GLOB_CHARS = frozenset("*?[")
-_ID_SHIFT = 32  # event ids of file k are k << 32 plus the id within the file
 # Columns of the runs row a fleet states only when every file agrees.
 _SHARED = (
     "model",
@@ -76,45 +75,6 @@ class FleetProgress:
     bytes_done: int
     bytes_total: int
     events: int
-
-
-@dataclass(frozen=True)
-class MemberTask:
-    """What a worker needs to decode one file of the run."""
-
-    index: int
-    source: str
-    host_hint: str | None
-    rules_path: str
-    pattern: str | None
-    # Files per (host, rank) among those merged when the task was sent: the window to stamp.
-    seen: tuple[tuple[tuple[str | None, int | None], int], ...] = ()
-
-
-@dataclass
-class MemberResult:
-    """One decoded file: its tables and what the runs row and the report need of it."""
-
-    index: int
-    source: str
-    sha: str = ""
-    n_bytes: int = 0
-    host: str | None = None
-    rank: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    window: int = 0  # as stamped in the tables (the parent restamps if it was not the file's)
-    # Whole zstd Parquet files in schema.EVENTS_FILE / REQUESTS_FILE.
-    events: bytes = b""
-    requests: bytes = b""
-    n_events: int = 0
-    n_requests: int = 0
-    events_read: int = 0
-    request_unit: str = ""
-    warnings: list[str] = field(default_factory=list)
-    peak_rss_mb: float = 0.0
-    pid: int = 0
-    cpu_s: float = 0.0  # the worker process's CPU seconds so far (start-up included)
-    error: tuple[str, str] | None = None  # WorkbenchError does not pickle: (subject, problem)
 
 
 @dataclass
@@ -148,141 +108,6 @@ class FleetReport:
         ]
         out += [f"  warning: {w}" for w in self.warnings]
         return out
-
-
-def _has_glob(text: str) -> bool:
-    return any(c in text for c in _GLOB_CHARS)
-
-
-def _is_trace(name: str) -> bool:
-    return name.lower().endswith(TRACE_SUFFIXES)
-
-
-def expand_sources(items: list[str]) -> list[tuple[str, str | None]]:
-    """Files named by a list of files, directories (searched recursively for *.json,
-    *.json.gz, *.trace) or globs, as (path, host hint), in path order, each once."""
-    found: dict[str, str | None] = {}
-    for item in items:
-        if objstore.is_remote(item):
-            raise WorkbenchError(item, "trace files are read from local disk; copy them first")
-        path = Path(item)
-        if _has_glob(item):
-            matches = sorted(glob.glob(item, recursive=True))
-            files = [Path(m) for m in matches if Path(m).is_file()]
-        elif path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and _is_trace(p.name))
-        elif path.is_file():
-            files = [path]
-        else:
-            raise WorkbenchError(item, "no such file or directory")
-        if not files:
-            raise WorkbenchError(item, "names no trace files (*.json, *.json.gz, *.trace)")
-        for f in files:
-            found.setdefault(str(f), f.parent.name or None)
-    return sorted(found.items())
-
-
-def encode(table: pa.Table, name: str) -> bytes:
-    """A table of the partitioned table `name` as the bytes of a whole zstd Parquet file,
-    written as the store writes it (SplicedWriter joins such files)."""
-    sink = pa.BufferOutputStream()
-    file_schema = schema.PARTITIONED[name]
-    with pq.ParquetWriter(sink, file_schema, **layout.parquet_options(file_schema)) as writer:
-        writer.write_table(table, row_group_size=layout.ROW_GROUP)  # a member starts a row group
-    return bytes(sink.getvalue())
-
-
-def decode(data: bytes) -> pa.Table:
-    """The table `encode` encoded."""
-    return pq.read_table(pa.BufferReader(data))
-
-
-def _member_label(host: str | None, rank: int | None, window: int) -> str:
-    return f"{host or 'host'}.{rank if rank is not None else 'x'}.{window}"
-
-
-def stamp(table: pa.Table, host: str | None, rank: int | None, window: int) -> pa.Table:
-    """A member's table with its host, rank and window set and its request ids, as the file
-    has them, prefixed with the member's label."""
-    table = _fleet_columns(table, host, rank, window)
-    rid = table.schema.get_field_index("request_id")
-    label = _member_label(host, rank, window)
-    ids = pc.binary_join_element_wise(label, table.column(rid), "/")
-    return table.set_column(rid, "request_id", ids)
-
-
-def _restamp(table: pa.Table, host: str | None, rank: int | None, old: int, new: int) -> pa.Table:
-    """A stamped table moved from window `old` to window `new`."""
-    rid = table.schema.get_field_index("request_id")
-    cut = len(_member_label(host, rank, old)) + 1
-    bare = pc.utf8_slice_codeunits(table.column(rid), cut)
-    return stamp(table.set_column(rid, "request_id", bare), host, rank, new)
-
-
-def _fleet_columns(table: pa.Table, host: str | None, rank: int | None, window: int) -> pa.Table:
-    n = table.num_rows
-    for name, value, typ in (
-        ("host", host, pa.string()),
-        ("rank", rank, pa.int32()),
-        ("window", window, pa.int32()),
-    ):
-        idx = table.schema.get_field_index(name)
-        col = (
-            pa.repeat(pa.scalar(value, typ), n) if value is not None else null_arrays.nulls(n, typ)
-        )
-        table = table.set_column(idx, name, col) if idx >= 0 else table.append_column(name, col)
-    return table
-
-
-def _shift_ids(events: pa.Table, index: int) -> pa.Table:
-    shift = pa.scalar(index << _ID_SHIFT, pa.int64())
-    for name in ("event_id", "parent_id"):
-        idx = events.schema.get_field_index(name)
-        events = events.set_column(idx, name, pc.add(events.column(name), shift))
-    return events
-
-
-def decode_member(task: MemberTask) -> MemberResult:
-    """Read, decode and attribute one file (runs on a worker); its tables come back as Parquet
-    bytes in the store's file schema, ids made unique in the run, host, rank and window set."""
-    out = MemberResult(task.index, task.source)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # as ingest does: millions of short-lived objects, none cyclic
-    try:
-        path = Path(task.source)
-        opened = importer_for(path).open(path, None, None)
-        rules = load_rules(Path(task.rules_path))
-        pattern = compile_pattern(task.pattern)
-        dec = opened.decode()
-        out.sha, out.n_bytes = opened.sha, opened.n_bytes  # known once decoded (streamed)
-        att = attribute(dec.cols, dec.args, rules, pattern)
-        meta = dict(dec.meta)
-        out.host = meta.pop("host", None) or task.host_hint
-        rank = meta.pop("rank", None)
-        out.rank = int(rank) if rank is not None else None
-        out.meta = meta
-        out.events_read = sum(dec.cols.read_by_phase.values())
-        out.request_unit = att.request_unit
-        out.warnings = [*dec.warnings, *dec.cols.warnings]
-        del dec
-        out.window = dict(task.seen).get((out.host, out.rank), 0)
-        ev = stamp(_shift_ids(att.events, task.index), out.host, out.rank, out.window)
-        rq = stamp(att.requests, out.host, out.rank, out.window)
-        out.n_events, out.n_requests = ev.num_rows, rq.num_rows
-        del att
-        out.events = encode(ev.cast(schema.EVENTS_FILE), "events")
-        del ev
-        out.requests = encode(rq.cast(schema.REQUESTS_FILE), "requests")
-    except WorkbenchError as exc:
-        out.error = (exc.subject, exc.problem)
-        out.events = out.requests = b""
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    out.peak_rss_mb = me.ru_maxrss / 1024
-    out.pid, out.cpu_s = os.getpid(), me.ru_utime + me.ru_stime
-    return out
 
 
 def parse_host_tags(items: list[str] | None) -> dict[str, dict[str, str]]:
@@ -330,7 +155,7 @@ class _Merger:
         for name in ("events", "requests"):
             data: bytes = getattr(r, name)
             if window != r.window:  # an earlier capture of its rank was in flight: restamp
-                table = _restamp(decode(data), r.host, r.rank, r.window, window)
+                table = restamp(decode(data), r.host, r.rank, r.window, window)
                 data = encode(table, name)
             self._writer(name).append(data)
         ev_rows, rq_rows = r.n_events, r.n_requests
