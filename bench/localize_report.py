@@ -74,6 +74,11 @@ def pair_key(r: Row) -> tuple[object, ...]:
     return (r["generator"], r["layout"], r["profile"], r["fault"], r.get("batching"), r["seed"])
 
 
+def _shares(o: float, olo: float, ohi: float, k: float, klo: float, khi: float) -> str:
+    """Origin and mechanism accuracy with their intervals, as the tables' two columns."""
+    return f"{o:>9.1%} ({olo:.0%}..{ohi:.0%}){k:>10.1%} ({klo:.0%}..{khi:.0%})"
+
+
 def summary(rows: list[Row], title: str) -> dict[str, object]:
     """Print the accuracy tables, confusions, misses, reliability and A/A rate of `rows`
     (one row per pair and method); return their figures."""
@@ -100,7 +105,7 @@ def summary(rows: list[Row], title: str) -> dict[str, object]:
             fa_share, fa_lo, fa_hi = wilson_interval(fa, len(aa))
             sec = sum(float(str(r["seconds"])) for r in rs) / max(len(rs), 1)
             print(
-                f"{name:<18}{m:<9}{o:>9.1%} ({olo:.0%}..{ohi:.0%}){k:>10.1%} ({klo:.0%}..{khi:.0%})"
+                f"{name:<18}{m:<9}{_shares(o, olo, ohi, k, klo, khi)}"
                 f"{fa:>5}/{len(aa):<3}{fa_share:>6.1%} ({fa_lo:.0%}..{fa_hi:.0%}){sec:>8.3f}"
             )
             out[m] = {
@@ -142,7 +147,7 @@ def summary(rows: list[Row], title: str) -> dict[str, object]:
             o, (olo, ohi) = f["origin_accuracy"], f["origin_ci"]
             k, (klo, khi) = f["mechanism_accuracy"], f["mechanism_ci"]
             print(
-                f"{name:<18}{o:>9.1%} ({olo:.0%}..{ohi:.0%}){k:>10.1%} ({klo:.0%}..{khi:.0%})"
+                f"{name:<18}{_shares(o, olo, ohi, k, klo, khi)}"
                 f"{f['not_in_sample']:>6} {f['not_in_sample_outcomes']}"
             )
 

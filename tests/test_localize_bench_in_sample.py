@@ -10,6 +10,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 from bench_scripts import bench_module
+from localize_rows import bench_row
 
 from accel import profsim, synth
 from accel.profiles import get_profile
@@ -77,39 +78,22 @@ def test_in_sample_reads_the_trigger_threshold_at_either_quantile() -> None:
     assert row["in_sample"] is False and math.isclose(float(str(row["effect_p95"])), 0.04)
 
 
-def _row(fault: str, seed: int, origin: str, outcome: str, in_sample: bool) -> dict[str, object]:
-    truth = "none" if fault == "none" else "assembly"
-    return {
-        "generator": "profsim",
-        "layout": "store",
-        "profile": "h100",
-        "fault": fault,
-        "batching": "serial",
-        "seed": seed,
-        "look": 1,
-        "method": "full",
-        "truth_origin": truth,
-        "truth_mechanism": truth,
-        "origin": origin,
-        "mechanism": origin,
-        "outcome": outcome,
-        "triggered": outcome == "regression",
-        "confidence": 0.9 if outcome == "regression" else 0.0,
-        "decided_by": "direct",
-        "seconds": 0.1,
-        "requests": 400,
-        "in_sample": in_sample,
-    }
-
-
 def test_summary_keeps_pairs_whose_fault_did_not_show_apart(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    rows = [_row("assembly", s, "assembly", "regression", True) for s in range(19)]
-    rows.append(_row("assembly", 19, "none", "inconclusive", True))  # a power miss
-    rows += [_row("assembly", 20 + s, "none", "inconclusive", False) for s in range(3)]
-    rows.append(_row("assembly", 23, "none", "no regression", False))
-    rows += [_row("none", 30 + s, "none", "no regression", False) for s in range(20)]
+    rows = [
+        bench_row("assembly", s, 1, "assembly", "regression", in_sample=True) for s in range(19)
+    ]
+    rows.append(
+        bench_row("assembly", 19, 1, "none", "inconclusive", in_sample=True)
+    )  # a power miss
+    rows += [
+        bench_row("assembly", 20 + s, 1, "none", "inconclusive", in_sample=False) for s in range(3)
+    ]
+    rows.append(bench_row("assembly", 23, 1, "none", "no regression", in_sample=False))
+    rows += [
+        bench_row("none", 30 + s, 1, "none", "no regression", in_sample=False) for s in range(20)
+    ]
     fig = report().summary(rows, "test")
     cell = fig["cells"]["profsim/store"]
     assert cell["full"]["n"] == 24 and cell["full"]["origin_accuracy"] == pytest.approx(19 / 24)

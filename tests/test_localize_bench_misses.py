@@ -7,33 +7,11 @@ from pathlib import Path
 from types import ModuleType
 
 from bench_scripts import bench_module
+from localize_rows import bench_row as row
 
 
 def bench() -> ModuleType:
     return bench_module("localize_report")
-
-
-def row(
-    fault: str, seed: int, look: int, origin: str, outcome: str, **kw: object
-) -> dict[str, object]:
-    truth = {"none": ("none", "none"), "assembly": ("assembly", "assembly")}[fault]
-    out: dict[str, object] = {
-        "generator": "profsim",
-        "layout": "store",
-        "profile": "h100",
-        "fault": fault,
-        "batching": "serial",
-        "seed": seed,
-        "look": look,
-        "method": "full",
-        "truth_origin": truth[0],
-        "truth_mechanism": truth[1],
-        "origin": origin,
-        "mechanism": kw.get("mechanism", origin),
-        "outcome": outcome,
-        "triggered": outcome == "regression",
-    }
-    return out
 
 
 def test_misses_keep_every_look_of_a_missed_pair_and_class_it(tmp_path: Path) -> None:
