@@ -111,7 +111,10 @@ def _regret(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost) -> F64:
         (best,) = retimed(ops, cost, tuned[part], hw, tiles=menu, fastest=True)
         np.minimum(best, base, out=best)
         ok = base > 0
-        out[at[part][ok]] = (base[ok] - best[ok]) / base[ok]
+        if ok.all():  # the usual case: no boolean gathers
+            out[at[part]] = (base - best) / base
+        else:
+            out[at[part][ok]] = (base[ok] - best[ok]) / base[ok]
     return out
 
 
