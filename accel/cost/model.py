@@ -194,8 +194,20 @@ def issued_share(
     m: F64, n: F64, tm: F64 | float, tn: F64 | float, hw: HardwareProfile, p: CostParams
 ) -> F64:
     """Work actually issued over work needed: every slot of every wave runs a full tile."""
+    tm, tn = _one_tile(tm), _one_tile(tn)
     _, t_waves, slots = _quantize(m, n, tm, tn, hw, p)
     return np.asarray(t_waves * slots * tm * tn / (m * n), dtype=np.float64)
+
+
+def _one_tile(t: F64 | float) -> F64 | float:
+    """A tile side given per op as the one value every op has, when they all have it (runs
+    mostly use one tile): its footprint and occupancy are then worked out once, not per op,
+    with the same float operations, so the same result."""
+    if isinstance(t, np.ndarray) and t.size:
+        lo = float(t.min())
+        if lo > 0 and lo == float(t.max()):  # > 0: no NaN, no signed zeros
+            return lo
+    return t
 
 
 def on_matrix(vec_us: F64, issued: F64, hw: HardwareProfile, p: CostParams) -> F64:
@@ -312,13 +324,19 @@ def _group_costs(hw: HardwareProfile, p: CostParams, out: OpCost, fused_ops: _Fu
     working = np.bincount(key, weights=bf, minlength=n_keys)
     excess = np.maximum(working - hw.onchip_bytes * p.onchip_share, 0.0)
     c, m = out.compute_us[fused], out.memory_us[fused]
-    over = np.flatnonzero(excess[key] > 0)  # working > capacity >= 0: no division by zero
-    if over.size:
-        k_over = key[over]
+    spills = excess[key] > 0  # working > capacity >= 0: no division by zero
+    if spills.all():  # every group spills: the arrays as they are, no gathers by `over`
+        spill = excess[key] * p.spill_factor * bf / working[key]
+        out.spill_bytes[fused] = spill
+        m += spill * (_US / (hw.hbm_bw * p.memory_efficiency))
+        out.memory_us[fused] = m
+    elif spills.any():
+        over = np.flatnonzero(spills)
+        k_over, at = key[over], fused[over]
         spill = excess[k_over] * p.spill_factor * bf[over] / working[k_over]
-        out.spill_bytes[fused[over]] = spill
+        out.spill_bytes[at] = spill
         m[over] += spill * (_US / (hw.hbm_bw * p.memory_efficiency))
-        out.memory_us[fused[over]] = m[over]
+        out.memory_us[at] = m[over]
     # One launch per group instance, on its first modelled op in array order.
     first = first_index(key, n_keys)
     launched = np.zeros(fused.size, dtype=np.bool_)
