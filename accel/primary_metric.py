@@ -140,7 +140,9 @@ def _curves(ops: OpArrays, sel: I64, code: I64) -> dict[int, tuple[F64, F64]]:
 
 def _lookup(curves: dict[int, tuple[F64, F64]], code: I64, m: F64) -> F64:
     out = np.full(code.size, np.nan)
-    for c in np.unique(code):
+    # The codes present, in order: name codes are dense (0..names - 1), so a bincount finds
+    # them in one pass where np.unique would sort or hash millions of ops.
+    for c in np.flatnonzero(np.bincount(code)) if code.size else ():
         curve = curves.get(int(c))
         if curve is None:
             continue
@@ -181,8 +183,10 @@ def primary_metric(
     as_generic = obs.copy()
     if drift_ops.size:
         fb = ops.fallback[drift_ops]
-        t_tuned = _lookup(tuned_curves, code[drift_ops], ops.m[drift_ops])
-        t_generic = _lookup(generic_curves, code[drift_ops], ops.m[drift_ops])
+        d_code, d_m = code[drift_ops], ops.m[drift_ops]  # taken once for both lookups
+        t_tuned = _lookup(tuned_curves, d_code, d_m)
+        t_generic = _lookup(generic_curves, d_code, d_m)
+        del d_code, d_m
         as_tuned[drift_ops] = np.where(fb & np.isfinite(t_tuned), t_tuned, obs[drift_ops])
         # A static plan without generic-kernel evidence runs the tuned kernel's time scaled by
         # the cost model's fallback penalty.
