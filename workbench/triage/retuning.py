@@ -17,7 +17,7 @@ import numpy as np
 
 from accel import stats
 from accel.cost import OpCost, op_times, retimed
-from accel.grouping import rank_in_runs
+from accel.grouping import chunks, rank_in_runs
 from accel.ops import OpArrays, RunArrays
 from accel.profiles import HardwareProfile
 from accel.queueing import batched_waits
@@ -25,6 +25,7 @@ from workbench.triage.warmup import CompileRecord, Warmup
 
 _DIM = re.compile(r"tensor '(?P<tensor>.+?)' (?:size|stride) mismatch at index (?P<index>\d+)")
 MIN_GAIN_US: Final[float] = 1.0  # below this an action is noise, not a proposal
+_RETIMED_PART: Final[int] = 1 << 18  # ops re-costed per retimed call (as primary_metric)
 
 
 @dataclass(frozen=True)
@@ -207,10 +208,15 @@ def _op_saving(
     # gives them): the changes here alter no group a masked op stays fused in, whose memory
     # and launch retimed then takes from base.
     sel = np.flatnonzero(mask)
-    before = base.predicted_us[sel]
-    after = next(retimed(changed.ops, base, sel, hw))
-    ratio = np.where(before > 0, 1.0 - after / np.where(before > 0, before, 1.0), 0.0)
-    per_op = run.ops.observed_us[sel] * np.clip(ratio, -1.0, 1.0)
+    per_op = np.empty(sel.size)
+    # Part by part (each op is costed on its own): retimed's temporaries for all of a 5M-op
+    # run's spilled ops would fault in ~0.2 GB at the triage's high-water mark.
+    for part in chunks(sel.size, _RETIMED_PART):
+        at = sel[part]
+        before = base.predicted_us[at]
+        after = next(retimed(changed.ops, base, at, hw))
+        ratio = np.where(before > 0, 1.0 - after / np.where(before > 0, before, 1.0), 0.0)
+        per_op[part] = run.ops.observed_us[at] * np.clip(ratio, -1.0, 1.0)
     return np.bincount(run.ops.req[sel], weights=per_op, minlength=run.requests.size)
 
 
