@@ -208,11 +208,12 @@ def hodges_lehmann_ci(
     c = math.floor(nm / 2.0 - normal_ppf(1 - alpha / 2) * math.sqrt(nm * (n + m + 1) / 12.0))
     # On thinned pairs each kept difference stands for `thin` pairs: rescale the rank.
     k = min(max(round(c / thin), 1), d.size)
-    # One partition gives the bounds and the median's middle pair (of millions of pairs).
+    # One partition gives the bounds and the median's middle pair (of millions of pairs); in
+    # place, as d is this call's own: np.partition would copy it first (a third of the time).
     mid = ((d.size - 1) // 2, d.size // 2)
-    part = np.partition(d, sorted({k - 1, d.size - k, *mid}))
-    median = 0.5 * (float(part[mid[0]]) + float(part[mid[1]]))
-    return (median, float(part[k - 1]), float(part[d.size - k]))
+    d.partition(sorted({k - 1, d.size - k, *mid}))
+    median = 0.5 * (float(d[mid[0]]) + float(d[mid[1]]))
+    return (median, float(d[k - 1]), float(d[d.size - k]))
 
 
 def psi(expected_counts: ArrayLike, actual_counts: ArrayLike, eps: float = 1e-4) -> float:
