@@ -90,6 +90,14 @@ def lowering_swap(
     return delta
 
 
+def _flat_index(row: I64, n_cols: int, col: I64) -> I64:
+    """row * n_cols + col: the flat position of (row, col) in a C-ordered table, for one take
+    (a 2-d fancy index over millions of shards is twice as slow)."""
+    at = row * n_cols
+    at += col
+    return at
+
+
 def _ols_slopes(code: I64, x: F64, y: F64, k: int) -> F64:
     """Per code 0..k-1: the least-squares slope of y on x, at least 0; 0 where a code has
     fewer than 3 points or one x value. Grouped sums in one pass each, not a fit per code."""
@@ -175,7 +183,8 @@ def placement_swap(
         f_all, vocab = m.f_name_code, m.vocab
     f_code = f_all[sel]
     nv = len(vocab)
-    f_lane, f_by_rank, f_count = _lanes(f.req[sel], f.core[sel].astype(np.int64), n_req)
+    req_sel, m_sel = f.req[sel], f.m[sel]  # each taken once for the uses below
+    f_lane, f_by_rank, f_count = _lanes(req_sel, f.core[sel].astype(np.int64), n_req)
     n_core = max(int(f_lane.max()) + 1, shares.n_lane)
     index = {name: i for i, name in enumerate(vocab)}
     joint = np.array([index[name] for name in shares.vocab], dtype=np.int64)
@@ -184,7 +193,7 @@ def placement_swap(
     # Each per-shard temporary is dropped once used: on 2M kernel shards they are 17 MB each,
     # and the stage table at the end is a triage's high-water mark.
     # Failing: the k-th shard (by lane) of an op in a request goes to the request's k-th lane.
-    group = f.req[sel] * nv + f_code
+    group = req_sel * nv + f_code
     # Stable sort by (group, lane): by lane (a radix sort), then stably by group, which only
     # merges n_core sorted runs when ops come grouped by request (as they usually do).
     by_lane = np.argsort(f_lane.astype(np.uint16) if n_core <= 1 << 16 else f_lane, kind="stable")
@@ -194,18 +203,20 @@ def placement_swap(
     del by_lane, order
     new_lane = np.minimum(rank, n_core - 1)
     del rank
-    f_tot = np.bincount(group, f.m[sel], n_req * nv)
-    new_m = f_tot[group] * share[f_code, new_lane]
+    f_tot = np.bincount(group, m_sel, n_req * nv)
+    new_m = f_tot[group] * share.ravel().take(_flat_index(f_code, n_core, new_lane))
     del group, f_tot
     ok = np.isfinite(new_m) & (new_m > 0)
     # Time per row of each op name, fitted on the failing run's own shards (observed = a + b*m):
     # moving rows between lanes moves b * rows of time.
     t = nan_as_zero(f.observed_us[sel], own=True)
-    slope = _ols_slopes(f_code, f.m[sel], t, nv)
+    slope = _ols_slopes(f_code, m_sel, t, nv)
     new_us = nan_as_zero(f.observed_us)
-    new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - f.m[sel], 0.0), 0.0)
-    req_sel = f.req[sel]
-    new_core = f_by_rank[req_sel, np.minimum(new_lane, f_count[req_sel] - 1)]
+    new_us[sel] = np.maximum(t + slope[f_code] * np.where(ok, new_m - m_sel, 0.0), 0.0)
+    del m_sel, t, new_m
+    lane_at = _flat_index(req_sel, f_by_rank.shape[1], np.minimum(new_lane, f_count[req_sel] - 1))
+    new_core = f_by_rank.ravel().take(lane_at)
+    del req_sel, lane_at
     cores = f.core.copy()
     cores[sel] = np.where(ok, new_core, f.core[sel]).astype(cores.dtype)
     return _exec_delta(f, new_us, n_req, observed, replace(f, core=cores))
