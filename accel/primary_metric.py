@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accel.cost import OpCost, op_times, retimed
+from accel.cost import RETIMED_PART, OpCost, op_times, retimed
 from accel.grouping import chunks
 from accel.localize import group_medians, observed_queue, requeue
 from accel.ops import F64, I64, OpArrays, RunArrays, name_codes, nan_as_zero
@@ -35,9 +35,6 @@ from accel.stats import mape, quantile, spearman
 BUCKETS = ("seen", "drifted")
 # Tile shapes a GEMM autotuner commonly tries; the regret menu is these plus any tile the run used.
 STANDARD_TILES: tuple[tuple[int, int], ...] = ((64, 64), (128, 128), (128, 256), (256, 128))
-# Ops re-costed per retimed call: its temporaries for all of a 5M-op run's kernels would
-# take 0.45 GB on top of the run (each op is costed on its own, so parts give the same result).
-_RETIMED_PART = 1 << 18
 _EXEC = STAGE_CODE["execution"]
 _LOW = STAGE_CODE["lowering"]
 
@@ -106,7 +103,7 @@ def _regret(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost) -> F64:
         used.append(pairs)
         prev = (tm[-1], tn[-1])
     menu = [(float(t.real), float(t.imag)) for t in np.unique(np.concatenate(used))]
-    for part in chunks(tuned.size, _RETIMED_PART):
+    for part in chunks(tuned.size, RETIMED_PART):
         base = cost.predicted_us[tuned[part]]
         (best,) = retimed(ops, cost, tuned[part], hw, tiles=menu, fastest=True)
         np.minimum(best, base, out=best)
@@ -267,7 +264,7 @@ def _fallback_penalty(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost
     cost = op_times(ops, hw)."""
     base = cost.predicted_us[sel]
     generic = np.empty(sel.size)
-    for part in chunks(sel.size, _RETIMED_PART):
+    for part in chunks(sel.size, RETIMED_PART):
         generic[part] = next(retimed(ops, cost, sel[part], hw, fallback=True))
     return np.asarray(np.where(base > 0, generic / base, 1.0), dtype=np.float64)
 

@@ -25,10 +25,11 @@ from accel.cost.model import (
     op_times,
     tile_plan,
 )
-from accel.cost.retime import retimed
+from accel.cost.retime import RETIMED_PART, retimed
 
 __all__ = [
     "DEFAULT_PARAMS",
+    "RETIMED_PART",
     "CostParams",
     "OpCost",
     "TilePlan",

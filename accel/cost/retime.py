@@ -4,7 +4,7 @@ only compute time depends on them, so only the chosen ops are costed again."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,6 +29,11 @@ from accel.cost.model import (
 from accel.grouping import chunks
 from accel.ops import F64, I64, OpArrays
 from accel.profiles import HardwareProfile
+
+# Ops a caller re-costs per retimed call over millions of ops: its temporaries for all of a
+# 5M-op run's kernels would take 0.45 GB on top of the run (each op is costed on its own, so
+# parts give the same result).
+RETIMED_PART: Final[int] = 1 << 18
 
 
 def retimed(

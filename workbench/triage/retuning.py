@@ -16,7 +16,7 @@ from typing import Any, Final
 import numpy as np
 
 from accel import stats
-from accel.cost import OpCost, op_times, retimed
+from accel.cost import RETIMED_PART, OpCost, op_times, retimed
 from accel.grouping import chunks, rank_in_runs
 from accel.ops import OpArrays, RunArrays
 from accel.profiles import HardwareProfile
@@ -25,7 +25,6 @@ from workbench.triage.warmup import CompileRecord, Warmup
 
 _DIM = re.compile(r"tensor '(?P<tensor>.+?)' (?:size|stride) mismatch at index (?P<index>\d+)")
 MIN_GAIN_US: Final[float] = 1.0  # below this an action is noise, not a proposal
-_RETIMED_PART: Final[int] = 1 << 18  # ops re-costed per retimed call (as primary_metric)
 
 
 @dataclass(frozen=True)
@@ -211,7 +210,7 @@ def _op_saving(
     per_op = np.empty(sel.size)
     # Part by part (each op is costed on its own): retimed's temporaries for all of a 5M-op
     # run's spilled ops would fault in ~0.2 GB at the triage's high-water mark.
-    for part in chunks(sel.size, _RETIMED_PART):
+    for part in chunks(sel.size, RETIMED_PART):
         at = sel[part]
         before = base.predicted_us[at]
         after = next(retimed(changed.ops, base, at, hw))
