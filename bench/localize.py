@@ -135,14 +135,13 @@ def _in_sample(failing: F64, twin: F64) -> Row:
     """What the fault did on the failing run's own traffic: its p95/p99 over its fault-free
     twin's, relative; in the sample when either passes the trigger's default practical
     threshold."""
-    limit = TriggerPolicy().min_rel_gap
-    out: Row = {}
+    effect: dict[str, float] = {}
     for q, name in zip(QS, QNAMES, strict=True):
         base = at_q(np.asarray(twin, dtype=np.float64), q)
         gap = at_q(np.asarray(failing, dtype=np.float64), q) - base
-        out[f"effect_{name}"] = gap / base if base > 0 else float("nan")
-    out["in_sample"] = any(float(str(out[f"effect_{n}"])) > limit for n in QNAMES)
-    return out
+        effect[f"effect_{name}"] = gap / base if base > 0 else float("nan")
+    limit = TriggerPolicy().min_rel_gap
+    return {**effect, "in_sample": any(v > limit for v in effect.values())}
 
 
 def _trials(job: tuple[str, str, str, int, int, int, float, int]) -> list[Row]:
