@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import threading
@@ -245,8 +246,6 @@ def test_a_signal_during_the_final_rename_reports_the_commit(tmp_path: Path) -> 
         sys.exit(cli.main(["ingest", {str(trace)!r}, "--store", {str(store)!r}]))
         """
     )
-    import subprocess
-
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
@@ -254,6 +253,98 @@ def test_a_signal_during_the_final_rename_reports_the_commit(tmp_path: Path) -> 
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and "committed run t" in lines[0], proc.stderr
     assert layout.run_ids(store) == ["t"]
+
+
+def _run_script(body: str) -> subprocess.CompletedProcess[str]:
+    """Run `body` (after the CLI's imports and a SIGTERM-in-a-swallowing-library helper)."""
+    head = """
+        import os, signal, sys, time
+        from workbench.cli import main as cli
+        from workbench.errors import WorkbenchError
+        from workbench.store import ingest as store_ingest
+        def signal_in_library():  # a library that catches everything around a signal
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler runs here
+            except BaseException as exc:
+                return exc
+            raise AssertionError("no signal")
+        """
+    script = textwrap.dedent(head) + textwrap.dedent(body)
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+
+
+def test_a_signal_that_library_code_swallows_leaves_the_finished_commands_word(
+    tmp_path: Path,
+) -> None:
+    """The import went on and committed: its report stands, exit 0, and no line at exit says
+    "nothing was written" (the old code said so after a whole import, seen on a slow CI)."""
+    trace = _trace(tmp_path / "t.json", 50)
+    store = tmp_path / "store"
+    proc = _run_script(
+        f"""
+        real = store_ingest.ingest
+        def ingest(*args, **kwargs):
+            signal_in_library()
+            return real(*args, **kwargs)
+        store_ingest.ingest = ingest
+        sys.exit(cli.main(["ingest", {str(trace)!r}, "--store", {str(store)!r}]))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "imported as run t" in proc.stdout and not proc.stderr.strip(), proc.stderr
+    assert layout.run_ids(store) == ["t"]
+
+
+def test_a_signal_library_code_turns_into_an_input_error_exits_as_the_signal(
+    tmp_path: Path,
+) -> None:
+    """An importer that caught the signal's exit and blamed the file: the line names the
+    signal, not a fault in the trace, and the store is as it was."""
+    trace = _trace(tmp_path / "t.json", 50)
+    store = tmp_path / "store"
+    assert workbench(["ingest", trace, "--store", store, "--run-id", "first"], tmp_path).code == 0
+    before = tree_hash(store)
+    proc = _run_script(
+        f"""
+        def ingest(*args, **kwargs):
+            raise WorkbenchError("t.json", f"not a Chrome trace ({{signal_in_library()!r}})")
+        store_ingest.ingest = ingest
+        sys.exit(cli.main(["ingest", {str(trace)!r}, "--store", {str(store)!r}]))
+        """
+    )
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "interrupted by SIGTERM while importing" in lines[0], proc.stderr
+    assert "nothing was written" in lines[0] and "Chrome" not in lines[0], proc.stderr
+    assert tree_hash(store) == before
+
+
+def test_a_signal_wrapped_by_a_class_body_exits_with_one_line(tmp_path: Path) -> None:
+    """Python 3.11 wraps an exception raised in __set_name__ as RuntimeError: a signal that
+    lands while a module defines a dataclass (seen while the CLI imports its parsers) must
+    still exit with the signal's code and one line, never a traceback."""
+    proc = _run_script(
+        f"""
+        class Field:
+            def __set_name__(self, owner, name):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+        real = cli.build_parser
+        def build_parser():
+            class Holder:
+                field = Field()
+            return real()
+        cli.build_parser = build_parser
+        sys.exit(cli.main(["runs", "--store", {str(tmp_path / "store")!r}]))
+        """
+    )
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert lines == ["workbench: interrupted by SIGTERM; nothing was written"], proc.stderr
+    assert not (tmp_path / "store").exists()
 
 
 def test_two_identical_imports_at_once_the_loser_says_unchanged(

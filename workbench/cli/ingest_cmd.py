@@ -186,10 +186,10 @@ def run(args: argparse.Namespace) -> int:
                 for rid in report.run_ids:
                     objstore.publish_run_or_undo(args.store, rid, str(current))
             print("\n".join(report.lines()), flush=True)
-    except (KeyboardInterrupt, SystemExit) as exc:
-        code = 130 if isinstance(exc, KeyboardInterrupt) else exc.code
-        if not isinstance(code, int) or code <= 128:
-            raise  # an exit that no signal caused
+    except BaseException as exc:
+        code = interrupts.exit_code(exc)
+        if code is None:
+            raise  # an error or an exit that no signal caused
         print(_interrupted(code, args.store, before, current), file=sys.stderr, flush=True)
         interrupts.reported()
         return code

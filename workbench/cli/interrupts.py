@@ -1,4 +1,4 @@
-"""The one line a signal exit (SIGTERM, SIGHUP) prints, unless the command said it itself.
+"""The one line a signal exit (SIGTERM, SIGHUP, Ctrl-C) prints, unless the command said it itself.
 
 Kept apart from main so that `python -m workbench.cli.main` (where main is __main__) and the
 commands share one state.
@@ -21,8 +21,24 @@ def note(signum: int) -> None:
 
 
 def reported() -> None:
-    """The command printed what the signal left (ingest names the runs it committed)."""
+    """The command printed what the signal left (ingest names the runs it committed), or it
+    finished and printed its own result (library code swallowed the signal's exit)."""
     _state["reported"] = True
+
+
+def exit_code(exc: BaseException) -> int | None:
+    """128 + the signal behind `exc`, or None when no signal caused it.
+
+    A signal's SystemExit raised inside library code can come out as another exception (Python
+    3.11 wraps one raised in a class body's __set_name__ as RuntimeError): any exception after
+    a noted signal is that signal's.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        return 128 + signal.SIGINT
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        return code if isinstance(code, int) and code > 128 else None
+    return 128 + int(_state["signum"]) if _state["signum"] else None
 
 
 def _say() -> None:

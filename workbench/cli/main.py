@@ -133,6 +133,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         # with the store's modules), only cost start-up CPU (~0.05-0.08 s per process).
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
+        code = _command(argv)
+    except BaseException as exc:
+        signalled = interrupts.exit_code(exc)
+        if signalled is None:
+            raise
+        return signalled  # interrupts says so at exit, unless the command did
+    # Finished: a signal that library code swallowed on the way changed nothing the command's
+    # own output does not say, so no "nothing was written" at exit.
+    interrupts.reported()
+    return code
+
+
+def _command(argv: list[str]) -> int:
+    """Parse and run one subcommand: its exit code, and one line for any error."""
+    try:
         argv = _mirror_remote_store(argv)
     except WorkbenchError as exc:
         print(f"workbench: {exc.one_line()}", file=sys.stderr)
@@ -147,14 +162,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _stdout_gone(real_stdout)
     except WorkbenchError as exc:
+        if interrupts.exit_code(exc) is not None:
+            raise  # its message would blame the input for what the signal did
         print(f"workbench: {exc.one_line()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("workbench: interrupted; nothing was written", file=sys.stderr)
         return 130
     except Exception as exc:  # the CLI's promise: one line, never a traceback
-        if os.environ.get("WORKBENCH_DEBUG"):
-            raise
+        if os.environ.get("WORKBENCH_DEBUG") or interrupts.exit_code(exc) is not None:
+            raise  # a signal's exit that library code turned into another error
         print(f"workbench: {args.command}: {_unforeseen(exc)}", file=sys.stderr)
         return EXIT_INTERNAL
     finally:
