@@ -20,7 +20,8 @@ from test_tui_support import (
 )
 
 SIZES = [(80, 24), (120, 40)]
-# Fixed paths: screens show the store and the export folder.
+# Fixed paths: screens show the store and the export folder. Under pytest-xdist this file's
+# tests share one worker (--dist loadfile in pyproject), the folder's only user.
 SNAP_ROOT = Path("/tmp/workbench-tui-snapshots")
 INCIDENT_ID = "INC-20260115-01"
 
@@ -140,6 +141,19 @@ def _confirm(pilot: Any) -> Awaitable[None]:
     return run()
 
 
+def _steady_cursor(before: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+    """`before`, then the cursors held still: a focused Input or TextArea blinks every 0.5 s,
+    so a loaded machine caught the ingest screen's file field in the off phase."""
+
+    async def run(pilot: Any) -> None:
+        await before(pilot)
+        for widget in pilot.app.screen.query("Input, TextArea"):
+            widget.cursor_blink = False  # stops the cycle with the cursor shown where focused
+        await pilot.pause()
+
+    return run
+
+
 SCREENS: dict[str, Callable[[Any], Awaitable[None]]] = {
     "runs": _goto("1", "runs", lambda s: True),
     "pair": _goto("2", "pair", lambda s: bool(s.ranked)),
@@ -178,4 +192,4 @@ def test_screen_snapshot(
 
     with frozen_time():
         app = make_app(incident_store, state_dir=state)
-        assert snap_compare(app, terminal_size=size, run_before=SCREENS[screen])
+        assert snap_compare(app, terminal_size=size, run_before=_steady_cursor(SCREENS[screen]))
