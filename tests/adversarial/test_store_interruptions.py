@@ -322,6 +322,27 @@ def test_a_signal_library_code_turns_into_an_input_error_exits_as_the_signal(
     assert tree_hash(store) == before
 
 
+def test_a_signal_after_the_command_finished_ends_it_without_a_false_line(
+    tmp_path: Path,
+) -> None:
+    """The import committed and reported; a SIGTERM while the program exits ends it as any
+    program (the old handler exited 143 saying "nothing was written")."""
+    trace = _trace(tmp_path / "t.json", 50)
+    store = tmp_path / "store"
+    proc = _run_script(
+        f"""
+        sys.argv = ["workbench", "ingest", {str(trace)!r}, "--store", {str(store)!r}]
+        code = cli.main()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        sys.exit(code)
+        """
+    )
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert "imported as run t" in proc.stdout and not proc.stderr.strip(), proc.stderr
+    assert layout.run_ids(store) == ["t"]
+
+
 def test_a_signal_wrapped_by_a_class_body_exits_with_one_line(tmp_path: Path) -> None:
     """Python 3.11 wraps an exception raised in __set_name__ as RuntimeError: a signal that
     lands while a module defines a dataclass (seen while the CLI imports its parsers) must

@@ -120,6 +120,7 @@ def _exit_cleanly_on_hangup() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from_command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         try:
@@ -142,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Finished: a signal that library code swallowed on the way changed nothing the command's
     # own output does not say, so no "nothing was written" at exit.
     interrupts.reported()
+    if from_command_line:  # one that comes now, with nothing left to undo, ends the program
+        for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
     return code
 
 
