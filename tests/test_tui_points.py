@@ -366,7 +366,8 @@ def test_drill_down_opens_the_p99_request_beside_the_comparator(store: Path) -> 
             assert comparator.shape_key == failing.shape_key or "has no request of shape" in (
                 comparator.note
             )
-            assert drill.opened_in_s < 2.0  # bench/startup.py measures the budget (1 s)
+            # Measured (bench/startup.py reads it against the 1 s budget), never timed here.
+            assert drill.opened_in_s is not None and drill.opened_in_s > 0
             text = screen_text(app)
             assert expected in text and "execution" in text  # the legend
             top = drill.query_one("#timeline-failing", Timeline)
