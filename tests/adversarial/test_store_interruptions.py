@@ -227,41 +227,14 @@ def test_a_signal_exit_says_truthfully_what_was_committed(
         assert tree_hash(store) == before
 
 
-def test_a_signal_during_the_final_rename_reports_the_commit(tmp_path: Path) -> None:
-    """The runs file's rename is the commit: a SIGTERM sent during it is handled after it, and
-    the line says the run was committed (it used to say "nothing was written")."""
-    trace = _trace(tmp_path / "t.json", 50)
-    store = tmp_path / "store"
-    script = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        from workbench.cli import main as cli
-        from workbench.store import layout
-        real = os.rename
-        def rename(a, b):
-            if str(b).endswith(".parquet") and "/runs/" in str(b):
-                os.kill(os.getpid(), signal.SIGTERM)
-            real(a, b)
-        layout.os.rename = rename
-        sys.exit(cli.main(["ingest", {str(trace)!r}, "--store", {str(store)!r}]))
-        """
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
-    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
-    lines = [x for x in proc.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and "committed run t" in lines[0], proc.stderr
-    assert layout.run_ids(store) == ["t"]
-
-
 def _run_script(body: str) -> subprocess.CompletedProcess[str]:
-    """Run `body` (after the CLI's imports and a SIGTERM-in-a-swallowing-library helper)."""
+    """Run `body` in a fresh interpreter, after the CLI's imports and a helper that sends
+    SIGTERM inside a library which swallows it."""
     head = """
         import os, signal, sys, time
         from workbench.cli import main as cli
         from workbench.errors import WorkbenchError
-        from workbench.store import ingest as store_ingest
+        from workbench.store import ingest as store_ingest, layout
         def signal_in_library():  # a library that catches everything around a signal
             try:
                 os.kill(os.getpid(), signal.SIGTERM)
@@ -274,6 +247,28 @@ def _run_script(body: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
+
+
+def test_a_signal_during_the_final_rename_reports_the_commit(tmp_path: Path) -> None:
+    """The runs file's rename is the commit: a SIGTERM sent during it is handled after it, and
+    the line says the run was committed (it used to say "nothing was written")."""
+    trace = _trace(tmp_path / "t.json", 50)
+    store = tmp_path / "store"
+    proc = _run_script(
+        f"""
+        real = os.rename
+        def rename(a, b):
+            if str(b).endswith(".parquet") and "/runs/" in str(b):
+                os.kill(os.getpid(), signal.SIGTERM)
+            real(a, b)
+        layout.os.rename = rename
+        sys.exit(cli.main(["ingest", {str(trace)!r}, "--store", {str(store)!r}]))
+        """
+    )
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "committed run t" in lines[0], proc.stderr
+    assert layout.run_ids(store) == ["t"]
 
 
 def test_a_signal_that_library_code_swallows_leaves_the_finished_commands_word(

@@ -19,6 +19,8 @@ from workbench.terminal_text import TerminalSafeWriter, for_terminal
 EXIT_BROKEN_PIPE = 141
 # An error this program did not foresee (a bug): still one line, never a traceback.
 EXIT_INTERNAL = 70
+# The signals that end a command: handled while it runs, default once it has finished.
+_ENDING_SIGNALS = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
 
 # name -> module in workbench.cli; each module defines add_parser(subparsers) and run(args) -> int.
 # Modules import their heavy dependencies inside run(), so `--help` stays fast.
@@ -115,7 +117,7 @@ def _exit_cleanly_on_hangup() -> None:
 
     # Ctrl-C too: as SystemExit it unwinds the same way from anywhere (even argument parsing),
     # and exits with the same one line.
-    for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+    for sig in _ENDING_SIGNALS:
         signal.signal(sig, _raise)
 
 
@@ -144,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # own output does not say, so no "nothing was written" at exit.
     interrupts.reported()
     if from_command_line:  # one that comes now, with nothing left to undo, ends the program
-        for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        for sig in _ENDING_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
     return code
 
