@@ -45,6 +45,7 @@ from accel.localize.records import Claim, Localization, _Common
 from accel.localize.requeue import (
     QueueState,
     Reproduction,
+    arrival_halves,
     batch_heads,
     observed_queue,
     reproduction,
@@ -159,7 +160,16 @@ def localize(
     reach = queue_reaches(fq, max(QS)) or queue_reaches(cq, max(QS))
     use = pol.queue_bootstrap and reach and rq_f.reproduced and rq_c.reproduced
     queues = (fq, cq) if use else None
-    trig = trigger(lf, lc, pol, n_boot=n_boot, seed=seed, context=tuple(reasons), queues=queues)
+    trig = trigger(
+        lf,
+        lc,
+        pol,
+        n_boot=n_boot,
+        seed=seed,
+        context=tuple(reasons),
+        queues=queues,
+        comparator_halves=lambda: arrival_halves(cr),
+    )
     claims, common = trigger_claims(trig, lf, lc, pol.alpha, method, hw_doc)
     # A regression read at equal traffic has already set the traffic aside.
     if trig.regression and not trig.at_equal_traffic:
@@ -214,7 +224,11 @@ def _localize_triggered(
     seed: int,
     queues: tuple[QueueState, QueueState, Reproduction, Reproduction],
 ) -> Localization:
-    gaps = trig.gaps.gap
+    # Read at equal traffic, the gap the service explains is that one: the observed gap also
+    # holds the traffic each run drew.
+    eq = trig.equal_traffic
+    gaps = eq.gap if trig.at_equal_traffic and eq is not None else trig.gaps.gap
+    traffic_us = (trig.gaps.gap["p95"] - gaps["p95"], trig.gaps.gap["p99"] - gaps["p99"])
     fr, cr = failing.requests, comparator.requests
     f_stage = np.nan_to_num(np.asarray(fr.stage_us, dtype=np.float64), nan=0.0)
     c_stage = np.nan_to_num(np.asarray(cr.stage_us, dtype=np.float64), nan=0.0)
@@ -340,7 +354,7 @@ def _localize_triggered(
         direct_at[len(cands)] = d
         cands.append(Candidate(d.stage, "direct", d.kind, b, cf_lat, ok, DIRECT_SHARE))
 
-    decision = decide(cands, lf, lc, own_f, own_c)
+    decision = decide(cands, lf, lc, own_f, own_c, traffic_us=traffic_us)
     origin, decided_by = decision.origin, decision.decided_by
     explained: dict[str, dict[str, float]] = {}
     for st in STAGES:
@@ -384,7 +398,9 @@ def _localize_triggered(
     else:
         mech = mechanism_of(origin, failing, comparator, parts, scores)
     secondary = secondary_of(fq, cq, mech, gaps)
-    agreement = origin_agreement(cands, lf, lc, own_f, own_c, origin, seed=seed)
+    agreement = origin_agreement(
+        cands, lf, lc, own_f, own_c, origin, seed=seed, traffic_us=traffic_us
+    )
     conf = agreement if reproduced else min(agreement, FALLBACK_CAP)
     cap, tail_ci = math.nan, (math.nan, math.nan)
     if decided_by == "manifest":
