@@ -176,7 +176,7 @@ def primary_metric(
     tuned_curves = _curves(ops, kern[~ops.fallback[kern]], code)
     generic_curves = _curves(ops, kern[ops.fallback[kern]], code)
     drift_ops = kern[~seen_req[ops.req[kern]]]
-    as_tuned = obs.copy()
+    as_tuned = obs  # the observed times themselves until a drifted op takes a tuned time
     as_generic = obs.copy()
     if drift_ops.size:
         fb = ops.fallback[drift_ops]
@@ -184,7 +184,10 @@ def primary_metric(
         t_tuned = _lookup(tuned_curves, d_code, d_m)
         t_generic = _lookup(generic_curves, d_code, d_m)
         del d_code, d_m
-        as_tuned[drift_ops] = np.where(fb & np.isfinite(t_tuned), t_tuned, obs[drift_ops])
+        to_tuned = fb & np.isfinite(t_tuned)
+        if to_tuned.any():  # a run with no fallback op keeps them all: no copy to re-sum
+            as_tuned = obs.copy()
+            as_tuned[drift_ops] = np.where(to_tuned, t_tuned, obs[drift_ops])
         # A static plan without generic-kernel evidence runs the tuned kernel's time scaled by
         # the cost model's fallback penalty.
         pen = _fallback_penalty(ops, hw, drift_ops, cost_model)
@@ -202,9 +205,7 @@ def primary_metric(
 
     stage = np.nan_to_num(np.asarray(req.stage_us, dtype=np.float64), nan=0.0)
     q = observed_queue(req)
-    obs_exec, tuned_exec, generic_exec = (
-        st.stage_us[:, _EXEC] for st in stage_times_of(ops, (obs, as_tuned, as_generic), n)
-    )
+    obs_exec, tuned_exec, generic_exec = _exec_times(ops, obs, as_tuned, as_generic, n)
     low_rc = np.bincount(ops.req[recompiles], obs[recompiles], n)
 
     adapted = stage.copy()
@@ -257,6 +258,15 @@ def primary_metric(
             net_of_compile=known or not drifted_kern,
         )
     return PrimaryMetric(run.run_id, hw.name, buckets, cost if known else math.nan)
+
+
+def _exec_times(ops: OpArrays, obs: F64, as_tuned: F64, as_generic: F64, n: int) -> list[F64]:
+    """Execution stage time per request under the observed, tuned and generic op times; the
+    tuned times are the observed ones when as_tuned is obs (each array's stage times depend
+    on it alone, so the observed table serves for both, as one third less to sum)."""
+    times = (obs, as_generic) if as_tuned is obs else (obs, as_tuned, as_generic)
+    out = [st.stage_us[:, _EXEC] for st in stage_times_of(ops, times, n)]
+    return [out[0], out[0] if as_tuned is obs else out[1], out[-1]]
 
 
 def _fallback_penalty(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost) -> F64:
