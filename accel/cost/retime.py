@@ -58,6 +58,9 @@ def retimed(
     if fastest and tiles and all(in_range(np.array(t, dtype=np.float64)).all() for t in tiles):
         yield _on_fastest_tile(ops, base, sel, hw, params, tiles)
         return
+    if fallback is True and not tiles:
+        yield _on_generic_kernel(ops, base, sel, hw, params)
+        return
     n = int(sel.size)
     # Only the fields local_costs reads are gathered; the others are placeholders. With tiles,
     # `sel` is costed once untiled: a tile only changes its matrix candidates (below).
@@ -178,6 +181,28 @@ def _on_fastest_tile(
         for pos, t in part.fastest(tiles, hw, params):
             best[pos] = t
     return best
+
+
+def _on_generic_kernel(
+    ops: OpArrays, base: OpCost, sel: I64, hw: HardwareProfile, params: CostParams
+) -> F64:
+    """retimed(..., fallback=True) without tiles: a generic kernel is no matrix candidate, so
+    its compute is its flops' vector-unit time (local_costs' factor is exactly 1) and every
+    other part is base's: memory (spill included for fused ops), launch, modelled. The same
+    arithmetic as local_costs and _group_costs, without gathering shapes, tiles and tiers."""
+    out = np.empty(sel.size)
+    vec_us = us_per_flop(hw, params)[0]
+    for sl in chunks(sel.size):
+        at = sel[sl]
+        compute = positive(ops.flops[at]) * vec_us
+        memory, mod = base.memory_us[at], base.modelled[at]
+        t = out[sl]
+        overlapped(compute, memory, mod, ops.observed_us[at], hw, params, t)
+        fused = np.flatnonzero(mod & (ops.fusion_group[at] >= 0))
+        if fused.size:
+            launch = base.launched[at[fused]] * hw.launch_overhead_us
+            t[fused] = fused_us(compute[fused], memory[fused], launch, params)
+    return out
 
 
 def _where(mask: NDArray[np.bool_], *arrays: NDArray[Any]) -> list[NDArray[Any]]:
