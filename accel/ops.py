@@ -140,24 +140,6 @@ class RequestArrays:
     def size(self) -> int:
         return int(self.arrival_us.shape[0])
 
-    def take(self, keep: B | I64) -> RequestArrays:
-        """The requests `keep` selects (a mask or indices), in that order."""
-
-        def texts(values: list[str]) -> list[str]:
-            kept: list[str] = np.asarray(values, dtype=object)[keep].tolist() if values else []
-            return kept
-
-        return RequestArrays(
-            request_id=texts(self.request_id),
-            arrival_us=self.arrival_us[keep],
-            start_us=self.start_us[keep],
-            latency_us=self.latency_us[keep],
-            stage_us=self.stage_us[keep],
-            batch_size=self.batch_size[keep],
-            shape_key=texts(self.shape_key),
-            batch_id=None if self.batch_id is None else self.batch_id[keep],
-        )
-
 
 @dataclass(frozen=True)
 class RunArrays:

@@ -42,21 +42,6 @@ def test_ineligible_or_too_small_evidence_falls_back_to_the_manifest() -> None:
     assert (d.origin, d.decided_by, d.candidate) == ("execution", "manifest", -1)
 
 
-def test_the_gap_to_explain_leaves_out_the_traffic_the_runs_drew() -> None:
-    # Read at equal traffic, part of the observed gap is the traffic's: evidence that removes
-    # all of the rest explains the service's gap, though only a third of the observed one.
-    extra = LF - LC
-    lf = LF + 2 * extra  # observed: the service's gap and twice that from the traffic
-    cands = [Candidate("assembly", "direct", "assembly", lf, lf - extra, True, 0.5)]
-    p95, p99 = (float(np.quantile(lf, p) - np.quantile(LF, p)) for p in (0.95, 0.99))
-    traffic = (p95, p99)
-    assert decide(cands, lf, LC, OWN_F, OWN_C).decided_by == "manifest"
-    d = decide(cands, lf, LC, OWN_F, OWN_C, traffic_us=traffic)
-    assert (d.origin, d.decided_by) == ("assembly", "direct") and abs(d.shares[0] - 1.0) < 1e-9
-    kept = origin_agreement(cands, lf, LC, OWN_F, OWN_C, "assembly", traffic_us=traffic)
-    assert kept > 0.9 and origin_agreement(cands, lf, LC, OWN_F, OWN_C, "assembly") < 0.1
-
-
 def test_agreement_is_high_for_clear_evidence_and_middling_at_the_threshold() -> None:
     clear = [_cand("lowering", "plan_swap", 0.95)]
     assert origin_agreement(clear, LF, LC, OWN_F, OWN_C, "lowering") == 1.0

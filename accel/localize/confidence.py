@@ -65,11 +65,9 @@ def decide(
     own_c: F64,
     fi: I64 | None = None,
     ci: I64 | None = None,
-    traffic_us: tuple[float, float] = (0.0, 0.0),
 ) -> Decision:
     """The origin on the requests fi of failing and ci of comparator (None: all of them);
-    own_f / own_c: (n, 5) per-stage own time, whose p95 gap names the manifest stage;
-    traffic_us: the part of the p95/p99 gaps the traffic the runs drew makes, not to explain."""
+    own_f / own_c: (n, 5) per-stage own time, whose p95 gap names the manifest stage."""
     # Rows: lf, each distinct base array (most candidates share one), each counterfactual.
     rows: list[F64] = [lf]
     base_row: list[int] = []
@@ -83,7 +81,7 @@ def decide(
     rows.extend(c.cf for c in cands)
     qf = _quantiles(rows, fi)
     qc = _quantiles([lc], ci)[0]
-    gap = qf[0] - qc - np.asarray(traffic_us, dtype=np.float64)
+    gap = qf[0] - qc
     shares = []
     for j in range(len(cands)):
         removed = qf[base_row[j]] - qf[first_cf + j]
@@ -132,7 +130,6 @@ def origin_agreement(
     origin: str,
     n_resamples: int = N_RESAMPLES,
     seed: int = 0,
-    traffic_us: tuple[float, float] = (0.0, 0.0),
 ) -> float:
     """Share of bootstrap resamples (requests of both runs, with replacement) whose decision
     names `origin`."""
@@ -142,5 +139,5 @@ def origin_agreement(
     for _ in range(n_resamples):
         fi = rng.integers(0, lf.size, lf.size)
         ci = rng.integers(0, lc.size, lc.size)
-        same += decide(cands, lf, lc, own_f, own_c, fi, ci, traffic_us).origin == origin
+        same += decide(cands, lf, lc, own_f, own_c, fi, ci).origin == origin
     return same / n_resamples if n_resamples else float("nan")

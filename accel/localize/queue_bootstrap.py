@@ -119,22 +119,15 @@ def replayed_quantiles(
     n_boot: int,
     rng: np.random.Generator,
     gap_u: F64 | None = None,
-    job_u: F64 | None = None,
-    traffic: F64 | None = None,
 ) -> F64:
     """(n_boot, len(qs)): the quantiles qs of the latencies of n_boot replays of the run, each
     with as many jobs as the run, drawn with replacement, and as many anchor gaps, drawn
     independently with replacement (or at the quantiles gap_u (n_boot, >= jobs) of the run's
-    gaps: replays of two runs given one gap_u meet the same traffic, up to its distribution).
-    With job_u (n_boot, >= jobs), each replay resamples the run's jobs and takes them at the
-    ranks job_u of their lengths: two runs given one job_u meet the same luck of the draw.
-    `traffic`: anchor gaps to draw from instead of the run's own (two runs' gaps pooled)."""
+    gaps: replays of two runs given one gap_u meet the same traffic, up to its distribution)."""
     nj = qu.n_jobs
     if nj < 2:
         return np.full((n_boot, len(qs)), np.nan)
     gaps, hold, length, first, base = _job_tables(qu)
-    if traffic is not None:
-        gaps = traffic
     size = np.diff(first)
     single = bool(np.all(size == 1))
     out = np.empty((n_boot, len(qs)))
@@ -143,12 +136,6 @@ def replayed_quantiles(
     for s in range(0, n_boot, _ROWS):
         rows = min(_ROWS, n_boot - s)
         jobs = rng.integers(0, nj, size=(rows, nj))
-        if job_u is not None:
-            # The resample holds each run's sampling spread; taking its jobs at common ranks
-            # (a quantile coupling) removes the spread of which jobs a replay happens to meet.
-            jobs = np.take_along_axis(jobs, np.argsort(length[jobs], axis=1, kind="stable"), 1)
-            rank = np.minimum((job_u[s : s + rows, :nj] * nj).astype(np.int64), nj - 1)
-            jobs = np.take_along_axis(jobs, rank, 1)
         if gap_u is None:
             pick = rng.integers(0, gaps.size, size=(rows, nj))
         else:

@@ -256,13 +256,6 @@ def reproduction(
     return Reproduction(obs_d, re_d, err, tolerance, bool(good))
 
 
-def arrival_halves(req: RequestArrays) -> tuple[QueueState, QueueState]:
-    """The observed queues of a run's first and second half of its requests, in arrival order."""
-    order = np.argsort(np.asarray(req.arrival_us, dtype=np.float64), kind="stable")
-    h = req.size // 2
-    return observed_queue(req.take(order[:h])), observed_queue(req.take(order[h:]))
-
-
 def stretched(qu: QueueState, factor: float) -> QueueState:
     """The same queue with its arrivals (and job anchors) spread `factor` times further apart
     in time around the first arrival: the load the run would see at 1/factor its arrival rate,

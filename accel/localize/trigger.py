@@ -6,8 +6,8 @@ an SLO: a share of the SLO, when larger). The interval is a moving-block bootstr
 length comes from each run's own autocorrelation, widened where the queue reaches the tail to
 the queue bootstrap's (queue_bootstrap.py: the run-to-run variance of the queue's trajectory,
 which no within-run resample holds), and the comparator is checked against itself
-(its first half against its second by the same rule, at equal traffic when the gaps fired
-there): both calibrations come from the data at hand. There, when the observed gaps do not fire and the arrival rates do not differ, the same
+(its first half against its second by the same rule): both calibrations come from the data at
+hand. There, when the observed gaps do not fire and the arrival rates do not differ, the same
 rule reads the gaps at equal traffic (equal_traffic.py: both services replayed on one traffic,
 at 1 - alpha/2), since two draws of one traffic can hide a slower service. A gap past the
 threshold whose interval includes zero is "inconclusive" (too few requests to tell, with how
@@ -18,7 +18,6 @@ each with its reason; the intervals reported are the ones the decision used.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Final
@@ -181,16 +180,13 @@ def decide(
     seed: int,
     context: tuple[str, ...] = (),
     queues: tuple[QueueState, QueueState] | None = None,
-    comparator_halves: Callable[[], tuple[QueueState, QueueState]] | None = None,
 ) -> Trigger:
     """The trigger on the latencies of failing (lf) and comparator (lc) in arrival order.
 
     `context`: reasons known outside the latencies that make the pair inconclusive (hardware
     or locked tags that differ beyond what the model accounts for). `queues`: both runs'
     observed queues, given where the queue re-run reproduces them (see tail_gaps); the gaps
-    at equal traffic are read on them when the observed gaps do not fire. `comparator_halves`: the
-    comparator's first and second half's queues (requeue.arrival_halves), for the check of
-    the comparator against itself when the gaps fired at equal traffic."""
+    at equal traffic are read on them when the observed gaps do not fire."""
     lf = np.asarray(lf, dtype=np.float64)
     lc = np.asarray(lc, dtype=np.float64)
     tg = tail_gaps(lf, lc, n_boot, seed, policy.alpha, queues)
@@ -277,14 +273,6 @@ def decide(
         first, second = lc[:h], lc[h:]
         # Half the resamples: a check, not a figure anyone reads to the last digit.
         aa = tail_gaps(second, first, max(n_boot // 2, 50), seed + 17, policy.alpha)
-        if at_equal and comparator_halves is not None:
-            # A gap read at equal traffic is set against the comparator's halves read the
-            # same way: their observed gap holds the traffic each half drew.
-            first_q, second_q = comparator_halves()
-            eq = equal_traffic_gaps(
-                second_q, first_q, QS, QNAMES, max(n_boot // 2, 50), seed + 17, policy.alpha / 2
-            )
-            aa = TailGaps(eq.gap, eq.ci, {q: math.nan for q in QNAMES}, aa.block)
         back = TailGaps(
             {q: -v for q, v in aa.gap.items()},
             {q: (-hi, -lo) for q, (lo, hi) in aa.ci.items()},
@@ -293,8 +281,6 @@ def decide(
         )
         a_lim, _ = thresholds(first, policy)
         b_lim, _ = thresholds(second, policy)
-        if at_equal and comparator_halves is not None:
-            halves["halves_at_equal_traffic"] = 1.0
         for q in QNAMES:
             halves[f"{q}_gap_us"] = aa.gap[q]
             halves[f"{q}_lo_us"], halves[f"{q}_hi_us"] = aa.ci[q]
@@ -307,7 +293,7 @@ def decide(
             return make(
                 INCONCLUSIVE,
                 f"the comparator is not stable: its second half differs from its first by "
-                f"{aa.gap[q]:+.0f} us at {q}{' at equal traffic' if at_equal else ''} (CI {aa.ci[q][0]:+.0f}..{aa.ci[q][1]:+.0f}), as "
+                f"{aa.gap[q]:+.0f} us at {q} (CI {aa.ci[q][0]:+.0f}..{aa.ci[q][1]:+.0f}), as "
                 f"much as the failing run does ({gap_text})",
                 halves,
             )

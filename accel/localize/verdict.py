@@ -45,7 +45,6 @@ from accel.localize.records import Claim, Localization, _Common
 from accel.localize.requeue import (
     QueueState,
     Reproduction,
-    arrival_halves,
     batch_heads,
     observed_queue,
     reproduction,
@@ -160,16 +159,7 @@ def localize(
     reach = queue_reaches(fq, max(QS)) or queue_reaches(cq, max(QS))
     use = pol.queue_bootstrap and reach and rq_f.reproduced and rq_c.reproduced
     queues = (fq, cq) if use else None
-    trig = trigger(
-        lf,
-        lc,
-        pol,
-        n_boot=n_boot,
-        seed=seed,
-        context=tuple(reasons),
-        queues=queues,
-        comparator_halves=lambda: arrival_halves(cr),
-    )
+    trig = trigger(lf, lc, pol, n_boot=n_boot, seed=seed, context=tuple(reasons), queues=queues)
     claims, common = trigger_claims(trig, lf, lc, pol.alpha, method, hw_doc)
     # A regression read at equal traffic has already set the traffic aside.
     if trig.regression and not trig.at_equal_traffic:
@@ -224,11 +214,7 @@ def _localize_triggered(
     seed: int,
     queues: tuple[QueueState, QueueState, Reproduction, Reproduction],
 ) -> Localization:
-    # Read at equal traffic, the gap the service explains is that one: the observed gap also
-    # holds the traffic each run drew.
-    eq = trig.equal_traffic
-    gaps = eq.gap if trig.at_equal_traffic and eq is not None else trig.gaps.gap
-    traffic_us = (trig.gaps.gap["p95"] - gaps["p95"], trig.gaps.gap["p99"] - gaps["p99"])
+    gaps = trig.gaps.gap
     fr, cr = failing.requests, comparator.requests
     f_stage = np.nan_to_num(np.asarray(fr.stage_us, dtype=np.float64), nan=0.0)
     c_stage = np.nan_to_num(np.asarray(cr.stage_us, dtype=np.float64), nan=0.0)
@@ -354,7 +340,7 @@ def _localize_triggered(
         direct_at[len(cands)] = d
         cands.append(Candidate(d.stage, "direct", d.kind, b, cf_lat, ok, DIRECT_SHARE))
 
-    decision = decide(cands, lf, lc, own_f, own_c, traffic_us=traffic_us)
+    decision = decide(cands, lf, lc, own_f, own_c)
     origin, decided_by = decision.origin, decision.decided_by
     explained: dict[str, dict[str, float]] = {}
     for st in STAGES:
@@ -398,9 +384,7 @@ def _localize_triggered(
     else:
         mech = mechanism_of(origin, failing, comparator, parts, scores)
     secondary = secondary_of(fq, cq, mech, gaps)
-    agreement = origin_agreement(
-        cands, lf, lc, own_f, own_c, origin, seed=seed, traffic_us=traffic_us
-    )
+    agreement = origin_agreement(cands, lf, lc, own_f, own_c, origin, seed=seed)
     conf = agreement if reproduced else min(agreement, FALLBACK_CAP)
     cap, tail_ci = math.nan, (math.nan, math.nan)
     if decided_by == "manifest":

@@ -242,7 +242,16 @@ def drop_requests(run: RunArrays, request_ids: Collection[str]) -> RunArrays:
         ),
         kernel_vocab=ops.kernel_vocab,
     )
-    kept_req = req.take(keep)
+    kept_req = RequestArrays(
+        request_id=_kept(req.request_id, keep),
+        arrival_us=req.arrival_us[keep],
+        start_us=req.start_us[keep],
+        latency_us=req.latency_us[keep],
+        stage_us=req.stage_us[keep],
+        batch_size=req.batch_size[keep],
+        shape_key=_kept(req.shape_key, keep),
+        batch_id=None if req.batch_id is None else req.batch_id[keep],
+    )
     return RunArrays(
         run_id=run.run_id, ops=kept_ops, requests=kept_req, compiled_shapes=run.compiled_shapes
     )
