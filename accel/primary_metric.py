@@ -205,7 +205,10 @@ def primary_metric(
 
     stage = np.nan_to_num(np.asarray(req.stage_us, dtype=np.float64), nan=0.0)
     q = observed_queue(req)
-    obs_exec, tuned_exec, generic_exec = _exec_times(ops, obs, as_tuned, as_generic, n)
+    # as_tuned is obs itself when no op took a tuned time: stage_times_of sums it once
+    obs_exec, tuned_exec, generic_exec = (
+        st.stage_us[:, _EXEC] for st in stage_times_of(ops, (obs, as_tuned, as_generic), n)
+    )
     low_rc = np.bincount(ops.req[recompiles], obs[recompiles], n)
 
     adapted = stage.copy()
@@ -258,15 +261,6 @@ def primary_metric(
             net_of_compile=known or not drifted_kern,
         )
     return PrimaryMetric(run.run_id, hw.name, buckets, cost if known else math.nan)
-
-
-def _exec_times(ops: OpArrays, obs: F64, as_tuned: F64, as_generic: F64, n: int) -> list[F64]:
-    """Execution stage time per request under the observed, tuned and generic op times; the
-    tuned times are the observed ones when as_tuned is obs (each array's stage times depend
-    on it alone, so the observed table serves for both, as one third less to sum)."""
-    times = (obs, as_generic) if as_tuned is obs else (obs, as_tuned, as_generic)
-    out = [st.stage_us[:, _EXEC] for st in stage_times_of(ops, times, n)]
-    return [out[0], out[0] if as_tuned is obs else out[1], out[-1]]
 
 
 def _fallback_penalty(ops: OpArrays, hw: HardwareProfile, sel: I64, cost: OpCost) -> F64:

@@ -240,12 +240,17 @@ def stage_times(ops: OpArrays, op_us: F64, n_requests: int) -> StageTimes:
 
 
 def stage_times_of(ops: OpArrays, op_us: tuple[F64, ...], n_requests: int) -> list[StageTimes]:
-    """stage_times of several op time arrays of the same ops, in one pass over the ops."""
+    """stage_times of several op time arrays of the same ops, in one pass over the ops; an
+    array given more than once is summed once (its entries share one StageTimes)."""
+    distinct = tuple({id(t): t for t in op_us}.values())
     width = _table_width(ops, n_requests)
-    dense = None if width is None else _stage_table(ops, op_us, n_requests, width)
+    dense = None if width is None else _stage_table(ops, distinct, n_requests, width)
     if dense is None:
-        return [_stage_times_sparse(ops, t, n_requests) for t in op_us]
-    return dense[0]
+        found = [_stage_times_sparse(ops, t, n_requests) for t in distinct]
+    else:
+        found = dense[0]
+    by_id = {id(t): st for t, st in zip(distinct, found, strict=True)}
+    return [by_id[id(t)] for t in op_us]
 
 
 def stage_times_pair(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from accel.cost import DEFAULT_PARAMS
 from accel.ops import RunArrays
 from accel.profiles import PROFILES, get_profile
-from accel.replay import COLUMNS, conditional_replay, replay, stage_times
+from accel.replay import COLUMNS, conditional_replay, replay, stage_times, stage_times_of
 from accel.stages import OTHER, STAGES
 
 H100 = get_profile("h100")
@@ -193,6 +193,22 @@ def test_stage_times_general_paths_equal_reference(layout: str) -> None:
     stage, barrier = ref_stage_times(replace(run, ops=ops), t.tolist(), n_req)
     np.testing.assert_allclose(got.stage_us, stage, rtol=1e-12)
     np.testing.assert_allclose(got.barrier_us, barrier, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["table", "wide_core_ids"])
+def test_an_array_given_twice_is_summed_once_with_the_same_result(layout: str) -> None:
+    run = random_run(17, 20, 30)
+    ops = run.ops
+    if layout == "wide_core_ids":  # the sparse path
+        ops = replace(ops, core=np.where(ops.core >= 0, ops.core * 10_000_000, -1).astype(np.int32))
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(0, 50, ops.size), rng.uniform(0, 50, ops.size)
+    got = stage_times_of(ops, (a, b, a), 20)
+    assert got[0] is got[2] and got[1] is not got[0]
+    for t, times in ((a, got[0]), (b, got[1])):
+        one = stage_times(ops, t, 20)
+        np.testing.assert_array_equal(times.stage_us, one.stage_us)
+        np.testing.assert_array_equal(times.barrier_us, one.barrier_us)
 
 
 def test_modelled_share_folds_odd_stage_codes_into_other() -> None:

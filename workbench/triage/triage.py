@@ -205,7 +205,8 @@ def triage(
     con = db.connect(store)
     # No async (I/O) threads: each one that idles 0.5 s calls malloc_trim, which hands back
     # every free page of the heap reused_heap keeps, and numpy faults them in again (~0.3 GB
-    # per 10M-event triage). Stopped now, while the heap is small; the evidence queries run no slower.
+    # per 10M-event triage). Stopped now, while the heap is small; the evidence queries run
+    # no slower.
     con.execute("SET async_threads = 0")
     step("checking the runs' files", 0.0)
     verify_present(con, failing, comparator, fixed)  # damaged files: an error, not a verdict
