@@ -47,4 +47,13 @@ def test_small_run_reports_rates_against_the_bare_read() -> None:
     # the CLI process starts an interpreter and imports the store before it ingests
     assert fig["cli_cpu_s_median"] > 0 and fig["cli_s_median"] > fig["bare_s_median"]
     assert fig["goal_met"] is (fig["cli_kernel_rows_per_s"] >= 1_000_000)
+    # the floor's reads are every row the decode reads: kernels, launches, copies, syncs,
+    # ranges; its write is the run's events table; its parts add up
+    parts = [fig[f"floor_{p}_s_median"] for p in ("start", "read", "write")]
+    assert all(p > 0 for p in parts)
+    assert fig["floor_read_rows"] >= fig["events"]
+    assert fig["floor_s_median"] == pytest.approx(sum(parts), rel=0.05, abs=1e-3)
+    assert fig["floor_kernel_rows_per_s"] == pytest.approx(4000 / fig["floor_s_median"], rel=0.05)
+    # a floor leaves out work the import does: never above the whole CLI process
+    assert fig["cli_over_floor_median"] > 1
     assert any(line.startswith("run 1: bare kernel read") for line in lines)

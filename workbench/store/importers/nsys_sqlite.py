@@ -27,6 +27,7 @@ from workbench.store.importers.nsys_schema import (
     NVTX,
     RUNTIME,
     SYNC,
+    Schema,
     connect,
     read_devices,
     read_meta,
@@ -96,6 +97,20 @@ DEVICE_TABLES = (
 )
 
 
+def bulk_reads(uri: str, schema: Schema) -> tuple[dict[str, pa.Table], pa.Table | None]:
+    """Every SQLite read of the export's rows: the device and runtime tables present (by
+    query name), and the NVTX ranges (None without the table)."""
+    big = [q for table, q, _, _ in DEVICE_TABLES if table in schema.tables]
+    if RUNTIME in schema.tables:
+        big.append("nsys_runtime")
+    got = nsys_arrow.read_shares(uri, big)
+    ranges = None
+    if NVTX in schema.tables:
+        params = {"push_pop": NVTX_PUSH_POP, "start_end": NVTX_START_END}
+        ranges = nsys_arrow.read_one(uri, "nsys_nvtx_ranges", params)
+    return got, ranges
+
+
 def read_nsys(
     path: Path, progress: ProgressFn | None = None, cancel: threading.Event | None = None
 ) -> Decoded:
@@ -113,10 +128,7 @@ def read_nsys(
         devices = read_devices(conn, schema)
         meta, base_us = read_meta(conn, schema, devices)
         check_cancel(cancel, subject)
-        big = [q for table, q, _, _ in DEVICE_TABLES if table in schema.tables]
-        if RUNTIME in schema.tables:
-            big.append("nsys_runtime")
-        got = nsys_arrow.read_shares(uri, big)
+        got, ranges = bulk_reads(uri, schema)
         check_cancel(cancel, subject)
         parts: list[Rows] = [
             device_rows(got.pop(q), which, strings, CAT[cat])
@@ -128,10 +140,7 @@ def read_nsys(
                 runtime_rows(got.pop("nsys_runtime"), strings, CAT["cuda_runtime"],
                              CAT["cuda_driver"])
             )  # fmt: skip
-        if NVTX in schema.tables:
-            ranges = nsys_arrow.read_one(
-                uri, "nsys_nvtx_ranges", {"push_pop": NVTX_PUSH_POP, "start_end": NVTX_START_END}
-            )
+        if ranges is not None:
             parts.append(nvtx_rows(ranges, conn, strings, CAT["user_annotation"]))
     except (sqlite3.Error, nsys_arrow.Error, pa.ArrowException) as exc:
         # A value of the wrong type (text where the schema has integers) shows up as Arrow's.
