@@ -9,9 +9,12 @@ which no within-run resample holds), and the comparator is checked against itsel
 (its first half against its second by the same rule): both calibrations come from the data at
 hand. There, when the observed gaps do not fire and the arrival rates do not differ, the same
 rule reads the gaps at equal traffic (equal_traffic.py: both services replayed on one traffic,
-at 1 - alpha/2), since two draws of one traffic can hide a slower service. A gap past the
-threshold whose interval includes zero is "inconclusive" (too few requests to tell, with how
-many would), not "no regression". Outcomes: "regression", "no regression" or "inconclusive",
+at 1 - alpha/2), since two draws of one traffic can hide a slower service; where that does
+not fire either, the same rule reads the service tail, each request's latency minus its queue,
+batch and ingress waits (also at 1 - alpha/2: the queue's trajectory, which swings the latency
+tail of a few hundred requests, is not in it, and a slower service on the same traffic does not
+wait less). A gap past the threshold whose interval includes zero is "inconclusive" (too few
+requests to tell, with how many would), not "no regression". Outcomes: "regression", "no regression" or "inconclusive",
 each with its reason; the intervals reported are the ones the decision used.
 """
 
@@ -54,6 +57,9 @@ class TriggerPolicy:
     # there too, when the observed gaps do not fire and the arrival rates do not differ, read
     # the gap at equal traffic (equal_traffic.py) by the same rule
     equal_traffic: bool = True
+    # there too, when neither fired, read the service tail (see service_tail_gaps) by the same
+    # rule
+    service_tail: bool = True
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,9 @@ class Trigger:
     # the gaps at equal traffic, when they were read (see TriggerPolicy.equal_traffic)
     equal_traffic: EqualTraffic | None = None
     at_equal_traffic: bool = False  # fired on them, not on the observed gaps
+    # the service tail's gaps, when they were read (see TriggerPolicy.service_tail)
+    service_tail: TailGaps | None = None
+    at_service_tail: bool = False  # fired on them, not on the observed or equal-traffic gaps
 
     @property
     def regression(self) -> bool:
@@ -165,10 +174,30 @@ def requests_needed(tg: TailGaps, q: str, n: int, alpha: float) -> int | None:
     return int(math.ceil(need / 10.0) * 10)
 
 
+def _reading(g: TailGaps, observed: TailGaps, service: TailGaps | None) -> str:
+    """Which reading a gap is of, as the verdict names it."""
+    if g is observed:
+        return ""
+    return " in the service tail" if g is service else " at equal traffic"
+
+
 def _more_requests(needed: int | None) -> str:
     if needed is None:
         return "more requests needed"
     return f"about {needed} requests a run would confirm a gap this size"
+
+
+def service_tail_gaps(
+    failing: QueueState, comparator: QueueState, n_boot: int, seed: int, alpha: float
+) -> TailGaps:
+    """The p95/p99 gaps of the runs' service (latency minus queue, batch and ingress waits), in
+    arrival order, with moving-block bootstrap intervals."""
+    return tail_gaps(_service_in_arrival_order(failing), _service_in_arrival_order(comparator),
+                     n_boot, seed, alpha)  # fmt: skip
+
+
+def _service_in_arrival_order(q: QueueState) -> F64:
+    return np.asarray(q.service[np.argsort(q.arrival, kind="stable")], dtype=np.float64)
 
 
 def decide(
@@ -186,7 +215,8 @@ def decide(
     `context`: reasons known outside the latencies that make the pair inconclusive (hardware
     or locked tags that differ beyond what the model accounts for). `queues`: both runs'
     observed queues, given where the queue re-run reproduces them (see tail_gaps); the gaps
-    at equal traffic are read on them when the observed gaps do not fire."""
+    at equal traffic, then those of the service tail, are read on them when the observed gaps
+    do not fire."""
     lf = np.asarray(lf, dtype=np.float64)
     lc = np.asarray(lc, dtype=np.float64)
     tg = tail_gaps(lf, lc, n_boot, seed, policy.alpha, queues)
@@ -194,14 +224,15 @@ def decide(
     fired = _fired(tg, limit)
     equal: EqualTraffic | None = None
     n = min(lf.size, lc.size)
-    if (
+    # Further readings where the queue model holds both runs and the arrival rates agree.
+    further = (
         not fired
         and queues is not None
-        and policy.equal_traffic
         and n >= policy.min_requests
         and not context
         and same_arrival_rate(queues[0].arrival, queues[1].arrival, policy.alpha)
-    ):
+    )
+    if further and queues is not None and policy.equal_traffic:
         # Near saturation two draws of one traffic queue differently; both services on the
         # same arrivals compare the service alone, by the same rule. A second reading of one
         # pair spends half the error rate (Bonferroni): its intervals are (1 - alpha / 2).
@@ -210,6 +241,13 @@ def decide(
             q for q in QNAMES if gap_outcome(equal.gap[q], equal.ci[q][0], limit[q]) == REGRESSION
         ]
     at_equal = bool(fired) and equal is not None
+    service: TailGaps | None = None
+    if further and not fired and queues is not None and policy.service_tail:
+        # Where equal traffic did not fire either; at (1 - alpha / 2) as it. On profsim's A/A
+        # pairs it fired on none that the other two had not (bench/localize.py).
+        service = service_tail_gaps(*queues, n_boot, seed + 53, policy.alpha / 2)
+        fired = _fired(service, limit)
+    at_service = bool(fired) and service is not None
 
     def make(
         outcome: str,
@@ -217,9 +255,8 @@ def decide(
         halves: dict[str, float] | None = None,
         needed: int | None = None,
     ) -> Trigger:
-        return Trigger(
-            outcome, reason, tg, limit, basis, fired, halves or {}, needed, equal, at_equal
-        )
+        return Trigger(outcome, reason, tg, limit, basis, fired, halves or {}, needed, equal,
+                       at_equal, service, at_service)  # fmt: skip
 
     if n < policy.min_requests:
         return make(INCONCLUSIVE, f"too few requests ({n} < {policy.min_requests} in a run)")
@@ -240,14 +277,24 @@ def decide(
             )
             + ")"
         )
+    if service is not None:
+        gap_text += (
+            "; service tail (each request's latency minus its queue, batch and ingress waits): "
+            + "; ".join(
+                f"{q} gap {service.gap[q]:+.0f} us ({1 - policy.alpha / 2:.1%} CI "
+                f"{service.ci[q][0]:+.0f}..{service.ci[q][1]:+.0f})"
+                for q in QNAMES
+            )
+        )
     if not fired:
         # A gap past the threshold whose interval still includes zero is not "no regression":
         # the best estimate is a regression the requests at hand cannot confirm.
-        # (at equal traffic too, when it was read: the same rule on its gaps)
-        read = [tg] if equal is None else [tg, TailGaps(equal.gap, equal.ci, {})]
+        # (at equal traffic and in the service tail too, when read: the same rule on them)
+        readings = [tg] if equal is None else [tg, TailGaps(equal.gap, equal.ci, {})]
+        readings += [service] if service is not None else []
         unsure = [
             (q, g)
-            for g in read
+            for g in readings
             for q in QNAMES
             if gap_outcome(g.gap[q], g.ci[q][0], limit[q]) != NO_REGRESSION
         ]
@@ -256,9 +303,9 @@ def decide(
             needed = requests_needed(g, q, n, policy.alpha)
             return make(
                 INCONCLUSIVE,
-                f"too few requests to tell: the {q} gap"
-                f"{' at equal traffic' if g is not tg else ''} is above the practical threshold "
-                f"but its interval includes zero ({_more_requests(needed)}); {gap_text}",
+                f"too few requests to tell: the {q} gap{_reading(g, tg, service)} is above the "
+                f"practical threshold but its interval includes zero ({_more_requests(needed)}); "
+                f"{gap_text}",
                 needed=needed,
             )
         why = (
@@ -269,8 +316,11 @@ def decide(
         return make(NO_REGRESSION, f"{why}: {gap_text}")
     halves: dict[str, float] = {}
     if policy.check_comparator and lc.size >= 2 * policy.min_requests:
-        h = lc.size // 2
-        first, second = lc[:h], lc[h:]
+        # Where the service tail fired, the comparator's own service, against the thresholds
+        # that decision used.
+        own = _service_in_arrival_order(queues[1]) if at_service and queues is not None else lc
+        h = own.size // 2
+        first, second = own[:h], own[h:]
         # Half the resamples: a check, not a figure anyone reads to the last digit.
         aa = tail_gaps(second, first, max(n_boot // 2, 50), seed + 17, policy.alpha)
         back = TailGaps(
@@ -281,12 +331,16 @@ def decide(
         )
         a_lim, _ = thresholds(first, policy)
         b_lim, _ = thresholds(second, policy)
+        if at_service:
+            a_lim = b_lim = limit
         for q in QNAMES:
             halves[f"{q}_gap_us"] = aa.gap[q]
             halves[f"{q}_lo_us"], halves[f"{q}_hi_us"] = aa.ci[q]
         unstable = _fired(aa, a_lim) + _fired(back, b_lim)
         # The comparator differs from itself by more than the failing run differs from it.
         gap_of = equal.gap if at_equal and equal is not None else tg.gap
+        if at_service and service is not None:
+            gap_of = service.gap
         worse = [q for q in unstable if abs(aa.gap[q]) >= gap_of[q]]
         if worse:
             q = worse[0]
@@ -303,4 +357,11 @@ def decide(
         if at_equal
         else ""
     )
+    if at_service:
+        observed = "observed and equal-traffic" if equal is not None else "observed"
+        how = (
+            f" in the service tail (the {observed} intervals do not confirm it: at this load the "
+            "queue's trajectory swings the latency tail from run to run, and a slower service "
+            "on the same traffic does not wait less)"
+        )
     return make(REGRESSION, f"{' and '.join(fired)} regressed{how}: {gap_text}", halves)

@@ -1,6 +1,7 @@
 """The trigger's claims and the verdict fields every outcome shares: the observed gaps with their
-intervals and thresholds, the trigger's outcome and reason, the gaps at equal traffic when they
-were read, and the base re-run's reproduction, as the verdict states them."""
+intervals and thresholds, the trigger's outcome and reason, the gaps at equal traffic and of
+the service tail when they were read, and the base re-run's reproduction, as the verdict states
+them."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def trigger_claims(
                     else {}
                 ),
                 **equal_numbers(trig),
+                **service_numbers(trig),
             },
             "trigger",
         ),
@@ -87,6 +89,7 @@ def trigger_claims(
         "threshold_basis": trig.threshold_basis,
         "hardware_gap": hw_doc,
         "equal_traffic": equal_doc(trig),
+        "service_tail": service_doc(trig),
     }
     return claims, common
 
@@ -102,14 +105,31 @@ def rerun_doc(rep: Reproduction) -> dict[str, float]:
     return out
 
 
+def _reading_doc(
+    gap: dict[str, float], ci: dict[str, tuple[float, float]], fired: dict[str, float]
+) -> dict[str, dict[str, float]]:
+    out = {q: {"value": v, "lo": ci[q][0], "hi": ci[q][1]} for q, v in gap.items()}
+    out["fired"] = fired
+    return out
+
+
+def _reading_numbers(
+    name: str, gap: dict[str, float], ci: dict[str, tuple[float, float]]
+) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for q, v in gap.items():
+        out[f"{q}_{name}_gap_us"] = v
+        out[f"{q}_{name}_lo_us"], out[f"{q}_{name}_hi_us"] = ci[q]
+    return out
+
+
 def equal_doc(trig: Trigger) -> dict[str, dict[str, float]]:
     """Localization.equal_traffic of a trigger."""
     et = trig.equal_traffic
     if et is None:
         return {}
-    out = {q: {"value": v, "lo": et.ci[q][0], "hi": et.ci[q][1]} for q, v in et.gap.items()}
-    out["fired"] = {"value": float(trig.at_equal_traffic), "replays": float(et.replays)}
-    return out
+    fired = {"value": float(trig.at_equal_traffic), "replays": float(et.replays)}
+    return _reading_doc(et.gap, et.ci, fired)
 
 
 def equal_numbers(trig: Trigger) -> dict[str, float]:
@@ -117,11 +137,27 @@ def equal_numbers(trig: Trigger) -> dict[str, float]:
     et = trig.equal_traffic
     if et is None:
         return {}
-    out = {
+    return {
         "equal_traffic_replays": float(et.replays),
         "at_equal_traffic": float(trig.at_equal_traffic),
+        **_reading_numbers("equal_traffic", et.gap, et.ci),
     }
-    for q, v in et.gap.items():
-        out[f"{q}_equal_traffic_gap_us"] = v
-        out[f"{q}_equal_traffic_lo_us"], out[f"{q}_equal_traffic_hi_us"] = et.ci[q]
-    return out
+
+
+def service_doc(trig: Trigger) -> dict[str, dict[str, float]]:
+    """Localization.service_tail of a trigger."""
+    st = trig.service_tail
+    if st is None:
+        return {}
+    return _reading_doc(st.gap, st.ci, {"value": float(trig.at_service_tail)})
+
+
+def service_numbers(trig: Trigger) -> dict[str, float]:
+    """The service tail's gaps as claim numbers (empty when they were not read)."""
+    st = trig.service_tail
+    if st is None:
+        return {}
+    return {
+        "at_service_tail": float(trig.at_service_tail),
+        **_reading_numbers("service_tail", st.gap, st.ci),
+    }

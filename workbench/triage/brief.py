@@ -14,6 +14,19 @@ from workbench.triage.numbers_text import fmt_ci, fmt_pct, fmt_signed, fmt_us, f
 
 # The impact rows of the gaps at equal traffic (summary.py), when the verdict fired on them.
 EQUAL_METRIC: Final[str] = "end-to-end at equal traffic"
+# Those of the service tail (latency minus every wait), when the verdict fired on it.
+SERVICE_METRIC: Final[str] = "service tail"
+# The verdict's second readings: the triage verdict's key, the impact rows' metric, the words
+# that name it and what it reads.
+READINGS: Final[tuple[tuple[str, str, str, str], ...]] = (
+    ("equal_traffic", EQUAL_METRIC, "at equal traffic", "both services on the same arrivals"),
+    (
+        "service_tail",
+        SERVICE_METRIC,
+        "in the service tail",
+        "each request's latency minus its queue, batch and ingress waits",
+    ),
+)
 
 # Tags that say where in the fleet a run was taken, in the order a reader wants them.
 WHERE_KEYS: tuple[tuple[str, str], ...] = (
@@ -62,15 +75,16 @@ def _what(doc: dict[str, Any]) -> str:
         f"{fmt_signed(p95['delta_us'])} (CI {fmt_ci(p95['ci_low_us'], p95['ci_high_us'])}), "
         f"run {h['failing']} vs {h['comparator']}"
     )
-    e99, e95 = _row(doc, EQUAL_METRIC, "p99"), _row(doc, EQUAL_METRIC, "p95")
-    if e99 is not None and e95 is not None:
-        # The verdict rests on these, not on the observed gaps before them.
-        text += (
-            f"; at equal traffic, the verdict's reading, p99 {fmt_signed(e99['delta_us'])} "
-            f"({100 * e99['row_confidence_level']:.1f}% CI "
-            f"{fmt_ci(e99['ci_low_us'], e99['ci_high_us'])}), p95 "
-            f"{fmt_signed(e95['delta_us'])} (CI {fmt_ci(e95['ci_low_us'], e95['ci_high_us'])})"
-        )
+    for _, metric, words, _ in READINGS:
+        e99, e95 = _row(doc, metric, "p99"), _row(doc, metric, "p95")
+        if e99 is not None and e95 is not None:
+            # The verdict rests on these, not on the observed gaps before them.
+            text += (
+                f"; {words}, the verdict's reading, p99 {fmt_signed(e99['delta_us'])} "
+                f"({100 * e99['row_confidence_level']:.1f}% CI "
+                f"{fmt_ci(e99['ci_low_us'], e99['ci_high_us'])}), p95 "
+                f"{fmt_signed(e95['delta_us'])} (CI {fmt_ci(e95['ci_low_us'], e95['ci_high_us'])})"
+            )
     change = _change_tags(doc)
     if change:
         text += ", since " + ", ".join(

@@ -1,6 +1,7 @@
 """The impact section of the closure summary: p95/p99 deltas failing minus comparator, end to end
 then per stage, each with its n and interval; the end-to-end rows are the triage's recorded
-figures when there are some, followed by the gaps at equal traffic when the verdict fired on them.
+figures when there are some, followed by the gaps of the verdict's second reading (at equal
+traffic, or of the service tail) when it fired on them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 
 from accel import stats
 from accel.stages import STAGES
-from workbench.triage.brief import EQUAL_METRIC
+from workbench.triage.brief import EQUAL_METRIC, SERVICE_METRIC
 from workbench.triage.guardrails import RunSamples
 from workbench.triage.incident import Incident
 from workbench.triage.judge import CONFIDENCE, N_BOOT, SEED
@@ -59,6 +60,15 @@ EQUAL_INTERVAL: Final[str] = (
     "triage: both services replayed through the queue on the same arrivals (the verdict's "
     "reading; a second reading of the pair, so at half the error rate)"
 )
+SERVICE_INTERVAL: Final[str] = (
+    "triage: block bootstrap of each request's latency minus its queue, batch and ingress "
+    "waits (the verdict's reading; a further reading of the pair, so at half the error rate)"
+)
+# Per reading the verdict can fire on: its claim-number prefix, fired flag, metric, interval.
+_READINGS: Final[tuple[tuple[str, str, str, str], ...]] = (
+    ("equal_traffic", "at_equal_traffic", EQUAL_METRIC, EQUAL_INTERVAL),
+    ("service_tail", "at_service_tail", SERVICE_METRIC, SERVICE_INTERVAL),
+)
 
 
 def recorded_tail(inc: Incident) -> dict[str, Any] | None:
@@ -87,33 +97,37 @@ def _with_recorded(row: dict[str, Any], tail: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def recorded_equal(inc: Incident) -> dict[str, Any] | None:
-    """The trigger claim's numbers when the verdict fired on the gaps at equal traffic."""
+def recorded_reading(inc: Incident) -> dict[str, Any] | None:
+    """The trigger claim's numbers when the verdict fired on a second reading of the pair (the
+    gaps at equal traffic, or of the service tail)."""
     claim = next((c for c in inc.claims if c.query == "replay:trigger"), None)
-    fired = claim is not None and claim.numbers.get("at_equal_traffic") == 1.0
-    return dict(claim.numbers) if fired and claim is not None else None
+    if claim is None or not any(claim.numbers.get(f) == 1.0 for _, f, _, _ in _READINGS):
+        return None
+    return dict(claim.numbers)
 
 
-def _equal_rows(equal: dict[str, Any], tail: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The gaps at equal traffic the verdict rests on, as rows beside the observed ones: the
-    replays have no quantile of their own per run, and their intervals are 1 - alpha/2."""
+def _reading_rows(numbers: dict[str, Any], tail: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The gaps of the reading the verdict rests on, as rows beside the observed ones: no
+    quantile of their own per run, intervals at 1 - alpha/2, percentages of the comparator's
+    end-to-end quantile (the threshold's basis)."""
+    prefix, _, metric, interval = next(r for r in _READINGS if numbers.get(r[1]) == 1.0)
     rows = []
     for name, _ in IMPACT_QUANTILES:
-        gap = float(equal[f"{name}_equal_traffic_gap_us"])
+        gap = float(numbers[f"{name}_{prefix}_gap_us"])
         base = float(tail[f"comparator_{name}_us"]) if tail else float("nan")
         rows.append(
             {
-                "metric": EQUAL_METRIC,
+                "metric": metric,
                 "quantile": name,
                 "failing_us": None,
                 "comparator_us": None,
                 "delta_us": finite(gap),
-                "ci_low_us": finite(float(equal[f"{name}_equal_traffic_lo_us"])),
-                "ci_high_us": finite(float(equal[f"{name}_equal_traffic_hi_us"])),
+                "ci_low_us": finite(float(numbers[f"{name}_{prefix}_lo_us"])),
+                "ci_high_us": finite(float(numbers[f"{name}_{prefix}_hi_us"])),
                 "delta_pct": finite(100.0 * gap / base) if base else None,
                 "n_failing": int(tail["n_failing"]) if tail else 0,
                 "n_comparator": int(tail["n_comparator"]) if tail else 0,
-                "interval": EQUAL_INTERVAL,
+                "interval": interval,
                 "row_confidence_level": 1.0 - (1.0 - CONFIDENCE) / 2.0,
             }
         )
@@ -124,14 +138,14 @@ def impact(
     failing: RunSamples,
     comparator: RunSamples,
     recorded: dict[str, Any] | None = None,
-    equal: dict[str, Any] | None = None,
+    reading: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """p95/p99 deltas failing - comparator, end to end then per stage, each with n and CI.
 
     The end-to-end rows are the triage's own figures when it recorded them (`recorded`, the
     stage_quantiles claim's numbers), so one gap has one interval in the claim, the impact
-    table, the brief and the app, followed by the gaps at equal traffic when the verdict fired
-    on them (`equal`, the trigger claim's numbers); the stages are bootstrapped here."""
+    table, the brief and the app, followed by the gaps of the second reading the verdict fired
+    on (`reading`, the trigger claim's numbers); the stages are bootstrapped here."""
     rows = delta_rows(
         "end-to-end", failing.latency_us, comparator.latency_us, "failing", "comparator"
     )
@@ -140,7 +154,7 @@ def impact(
     rows = [{**r, "interval": EXPORT_INTERVAL} for r in rows]
     if recorded is not None:
         rows = [_with_recorded(r, recorded) if r["metric"] == "end-to-end" else r for r in rows]
-    if equal is not None:
+    if reading is not None:
         e2e = len(IMPACT_QUANTILES)  # the end-to-end rows come first
-        rows = rows[:e2e] + _equal_rows(equal, recorded) + rows[e2e:]
+        rows = rows[:e2e] + _reading_rows(reading, recorded) + rows[e2e:]
     return {"confidence_level": CONFIDENCE, "rows": rows}

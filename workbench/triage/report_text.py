@@ -6,6 +6,7 @@ import math
 import textwrap
 from typing import Any
 
+from workbench.triage.brief import READINGS
 from workbench.triage.evidence import Interval, StageRow
 from workbench.triage.triage import TriageResult
 
@@ -93,14 +94,15 @@ def render(r: TriageResult) -> str:
         f"  p95 gap {_ci(r.p95_gap)} ms   p99 gap {_ci(r.p99_gap)} ms   "
         f"n={lat.n_failing}/{lat.n_comparator} (95% CI)"
     )
-    eq = v.get("equal_traffic") or {} if v else {}
-    if (eq.get("fired") or {}).get("value"):
-        # The verdict fired on these: printed beside the observed ones it does not rest on.
-        p95, p99 = (Interval(**eq[q]) for q in ("p95", "p99"))
-        out.append(
-            f"  at equal traffic (the verdict's reading): p95 gap {_ci(p95)} ms   "
-            f"p99 gap {_ci(p99)} ms (97.5% CI)"
-        )
+    for key, _, words, _ in READINGS:
+        eq = v.get(key) or {} if v else {}
+        if (eq.get("fired") or {}).get("value"):
+            # The verdict fired on these: printed beside the observed ones it does not rest on.
+            p95, p99 = (Interval(**eq[q]) for q in ("p95", "p99"))
+            out.append(
+                f"  {words} (the verdict's reading): p95 gap {_ci(p95)} ms   "
+                f"p99 gap {_ci(p99)} ms (97.5% CI)"
+            )
     out.append("TAIL BY STAGE  steady state, ms; failing | comparator          d p99 [95% CI]")
     out.append(
         f"  {'stage':<11}{'n':>6} {'':<5}{'p50 f':>9}{'p50 c':>8}{'p95 f':>9}{'p95 c':>8}"

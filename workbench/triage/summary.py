@@ -20,7 +20,7 @@ from workbench.store import db
 from workbench.triage.audit_text import audit_line
 from workbench.triage.brief import build_brief, lines_of
 from workbench.triage.guardrails import RunSamples
-from workbench.triage.impact import delta_rows, finite, impact, recorded_equal, recorded_tail
+from workbench.triage.impact import delta_rows, finite, impact, recorded_reading, recorded_tail
 from workbench.triage.incident import Incident, ReplayCheck, Validation, load_incident, now_iso
 from workbench.triage.owners import overdue_actions
 from workbench.triage.validation import load_samples
@@ -322,7 +322,7 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
                 samples[inc.failing],
                 samples[inc.comparator],
                 recorded_tail(inc),
-                recorded_equal(inc),
+                recorded_reading(inc),
             )
             doc["reproduction"] = _reproduction(inc, con)
         else:

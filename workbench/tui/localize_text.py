@@ -57,15 +57,18 @@ def _iv(d: dict[str, Any] | None, level: str = "95%") -> str:
     return f"{ms(d.get('value'))} ms ({level} CI {ms(d.get('lo'))}..{ms(d.get('hi'))})"
 
 
-def _equal_traffic(doc: dict[str, Any]) -> str:
-    """The gaps at equal traffic when the verdict fired on them ('' otherwise)."""
-    eq = (doc.get("verdict") or {}).get("equal_traffic") or {}
-    if not (eq.get("fired") or {}).get("value"):
-        return ""
-    return (
-        f" The verdict rests on the gaps at equal traffic (both services on the same arrivals): "
-        f"p99 {_iv(eq.get('p99'), '97.5%')}, p95 {_iv(eq.get('p95'), '97.5%')}."
-    )
+def _reading(doc: dict[str, Any]) -> str:
+    """The gaps of the second reading the verdict fired on, if it did ('' otherwise)."""
+    from workbench.triage.brief import READINGS  # a table of words: no data stack behind it
+
+    for key, _, words, what in READINGS:
+        eq = (doc.get("verdict") or {}).get(key) or {}
+        if (eq.get("fired") or {}).get("value"):
+            return (
+                f" The verdict rests on the gaps {words} ({what}): "
+                f"p99 {_iv(eq.get('p99'), '97.5%')}, p95 {_iv(eq.get('p95'), '97.5%')}."
+            )
+    return ""
 
 
 def _n(doc: dict[str, Any]) -> str:
@@ -135,7 +138,7 @@ def verdict_text(loc: Any, doc: dict[str, Any]) -> Text:
         f"the p99 gap; {support_text(loc, doc)}.\n",
         ("Gap: ", "bold"),
         f"p99 {_iv(doc.get('p99_gap_us'))}, p95 {_iv(doc.get('p95_gap_us'))}, {_n(doc)}."
-        + _equal_traffic(doc),
+        + _reading(doc),
     )
     caveat = model_caveat(doc)
     if caveat:
