@@ -81,59 +81,78 @@ def test_a_fallback_hidden_by_traffic_is_found_at_equal_traffic(tmp_path: Path) 
     assert off.outcome != "regression" and off.equal_traffic == {}
 
 
-def test_the_triage_prints_the_intervals_it_fired_on(tmp_path: Path, capsys: Any) -> None:
+def check_printed_reading(store: Path, capsys: Any, key: str, words: str) -> dict[str, Any]:
+    """Triage the store's pair: a regression on the verdict's `key` reading, whose interval
+    the CLI report and the app's verdict text print under `words`; returns the triage JSON."""
     from workbench.cli.main import main
     from workbench.tui.localize_text import verdict_text
 
-    _runs(tmp_path, "mapping_fallback", 2, "store", "serial")
-    argv = ["triage", "--store", str(tmp_path / "store"), "--failing", "failing"]
-    argv += ["--comparator", "comparator"]
+    argv = ["triage", "--store", str(store), "--failing", "failing", "--comparator", "comparator"]
     assert main([*argv, "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    eq = doc["verdict"]["equal_traffic"]
-    assert doc["verdict"]["outcome"] == "regression" and eq["fired"]["value"] == 1.0
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    read = doc["verdict"][key]
+    assert doc["verdict"]["outcome"] == "regression" and read["fired"]["value"] == 1.0
     assert main(argv) == 0
     text = capsys.readouterr().out
-    line = next(x for x in text.splitlines() if "at equal traffic (the verdict's reading)" in x)
-    assert f"{eq['p99']['lo'] / 1e3:+.2f}" in line and "97.5% CI" in line
+    line = next(x for x in text.splitlines() if f"{words} (the verdict's reading)" in x)
+    assert all(f"{read[q]['lo'] / 1e3:+.2f}" in line for q in QNAMES) and "97.5% CI" in line
     loc = SimpleNamespace(
-        origin="lowering", manifest="execution", mechanism="mapping_fallback",
+        origin=doc["origin_stage"], manifest=doc["manifest_stage"], mechanism=doc["mechanism"],
         secondary_mechanism="", explained_share=0.5, confidence=0.9,
     )  # fmt: skip
     shown = verdict_text(loc, doc).plain
-    assert "rests on the gaps at equal traffic" in shown and "97.5% CI" in shown
+    assert f"rests on the gaps {words}" in shown and "97.5% CI" in shown
+    return doc
+
+
+def test_the_triage_prints_the_intervals_it_fired_on(tmp_path: Path, capsys: Any) -> None:
+    _runs(tmp_path, "mapping_fallback", 2, "store", "serial")
+    check_printed_reading(tmp_path / "store", capsys, "equal_traffic", "at equal traffic")
+
+
+def check_exported_reading(store: Path, capsys: Any, key: str, metric: str, words: str) -> str:
+    """Triage the store's pair into a new incident and export it: the impact rows `metric` carry
+    the verdict's `key` reading (fired, 97.5%) where the observed intervals include zero, and
+    the brief names it in `words`; returns the exported Markdown."""
+    from test_export_summary import check_schema
+
+    from workbench.cli.main import main
+
+    at = ["--store", str(store)]
+    assert main(["incident", "new", *at, "--title", "t", "--id", "INC-r"]) == 0
+    capsys.readouterr()
+    argv = ["triage", *at, "--failing", "failing", "--comparator", "comparator"]
+    assert main([*argv, "--incident", "INC-r", "--json"]) == 0
+    read = json.loads(capsys.readouterr().out)["verdict"][key]
+    assert read["fired"]["value"] == 1.0
+    assert main(["export", *at, "--incident", "INC-r", "--format", "json", "-o", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    check_schema(doc)
+    rows = {(r["metric"], r["quantile"]): r for r in doc["impact"]["rows"]}
+    # one reading fired, and only its rows are there
+    assert {m for m, _ in rows} & {"end-to-end at equal traffic", "service tail"} == {metric}
+    for q in QNAMES:
+        observed, row = rows["end-to-end", q], rows[metric, q]
+        assert observed["ci_low_us"] <= 0 <= observed["ci_high_us"]
+        assert (row["delta_us"], row["ci_low_us"], row["ci_high_us"]) == pytest.approx(
+            (read[q]["value"], read[q]["lo"], read[q]["hi"])
+        )
+        assert row["row_confidence_level"] == 0.975
+    assert rows[metric, "p95"]["ci_low_us"] > 0
+    what = doc["brief"]["what_regressed"][0]
+    assert f"{words}, the verdict's reading, p99" in what and "97.5% CI" in what
+    assert main(["export", *at, "--incident", "INC-r", "--format", "md", "-o", "-"]) == 0
+    md = capsys.readouterr().out
+    line = next(x for x in md.splitlines() if x.startswith(f"| {metric} | p95"))
+    assert "(97.5%)" in line
+    return str(md)
 
 
 def test_the_closure_summary_shows_the_intervals_it_fired_on(tmp_path: Path, capsys: Any) -> None:
     # The observed intervals include zero: without the rows at equal traffic the exported
     # summary would print a regression beside intervals that do not show one.
-    from test_export_summary import check_schema
-
-    from workbench.cli.main import main
-
     _runs(tmp_path, "mapping_fallback", 2, "store", "serial")
-    store = ["--store", str(tmp_path / "store")]
-    assert main(["incident", "new", *store, "--title", "t", "--id", "INC-eq"]) == 0
-    capsys.readouterr()
-    argv = ["triage", *store, "--failing", "failing", "--comparator", "comparator"]
-    assert main([*argv, "--incident", "INC-eq", "--json"]) == 0
-    eq = json.loads(capsys.readouterr().out)["verdict"]["equal_traffic"]
-    assert eq["fired"]["value"] == 1.0
-    assert main(["export", *store, "--incident", "INC-eq", "--format", "json", "-o", "-"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    check_schema(doc)
-    rows = {(r["metric"], r["quantile"]): r for r in doc["impact"]["rows"]}
-    for q in QNAMES:
-        observed, row = rows["end-to-end", q], rows["end-to-end at equal traffic", q]
-        assert observed["ci_low_us"] <= 0 <= observed["ci_high_us"]
-        assert (row["delta_us"], row["ci_low_us"], row["ci_high_us"]) == pytest.approx(
-            (eq[q]["value"], eq[q]["lo"], eq[q]["hi"])
-        )
-        assert row["row_confidence_level"] == 0.975
-    assert rows["end-to-end at equal traffic", "p95"]["ci_low_us"] > 0
-    what = doc["brief"]["what_regressed"][0]
-    assert "at equal traffic, the verdict's reading, p99" in what and "97.5% CI" in what
-    assert main(["export", *store, "--incident", "INC-eq", "--format", "md", "-o", "-"]) == 0
-    md = capsys.readouterr().out
-    line = next(x for x in md.splitlines() if x.startswith("| end-to-end at equal traffic | p95"))
-    assert "(97.5%)" in line and "end-to-end at equal traffic: triage: both services" in md
+    metric = "end-to-end at equal traffic"
+    md = check_exported_reading(tmp_path / "store", capsys, "equal_traffic", metric,
+                                "at equal traffic")  # fmt: skip
+    assert "end-to-end at equal traffic: triage: both services" in md

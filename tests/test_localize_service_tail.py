@@ -4,14 +4,13 @@ cannot tell, and what the triage, the app and the closure summary print of it.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 from localize_pieces import requests
+from test_localize_equal_traffic import check_exported_reading, check_printed_reading
 from test_localize_profsim_regressions import HW, _runs
 from test_localize_queue_bootstrap import PAIRS, _run
 
@@ -96,59 +95,15 @@ def test_a_slower_assembly_hidden_by_the_queue_is_found_in_the_service_tail(
 
 
 def test_the_triage_and_the_app_print_the_service_tail(tmp_path: Path, capsys: Any) -> None:
-    from workbench.cli.main import main
-    from workbench.tui.localize_text import verdict_text
-
     _runs(tmp_path, *ASSEMBLY)
-    argv = ["triage", "--store", str(tmp_path / "store"), "--failing", "failing"]
-    argv += ["--comparator", "comparator"]
-    assert main([*argv, "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    st = doc["verdict"]["service_tail"]
-    assert doc["verdict"]["outcome"] == "regression" and st["fired"]["value"] == 1.0
-    assert doc["origin_stage"] == "assembly"
-    assert main(argv) == 0
-    text = capsys.readouterr().out
-    line = next(x for x in text.splitlines() if "in the service tail (the verdict's" in x)
-    assert f"{st['p95']['lo'] / 1e3:+.2f}" in line and "97.5% CI" in line
-    loc = SimpleNamespace(
-        origin="assembly", manifest="assembly", mechanism="assembly",
-        secondary_mechanism="", explained_share=0.5, confidence=0.9,
-    )  # fmt: skip
-    shown = verdict_text(loc, doc).plain
-    assert "rests on the gaps in the service tail" in shown and "97.5% CI" in shown
+    doc = check_printed_reading(tmp_path / "store", capsys, "service_tail", "in the service tail")
+    assert (doc["origin_stage"], doc["mechanism"]) == ("assembly", "assembly")
 
 
 def test_the_closure_summary_shows_the_service_tail(tmp_path: Path, capsys: Any) -> None:
     # Without these rows the summary would print a regression beside intervals that do not
     # show one.
-    from test_export_summary import check_schema
-
-    from workbench.cli.main import main
-
     _runs(tmp_path, *ASSEMBLY)
-    store = ["--store", str(tmp_path / "store")]
-    assert main(["incident", "new", *store, "--title", "t", "--id", "INC-st"]) == 0
-    capsys.readouterr()
-    argv = ["triage", *store, "--failing", "failing", "--comparator", "comparator"]
-    assert main([*argv, "--incident", "INC-st", "--json"]) == 0
-    st = json.loads(capsys.readouterr().out)["verdict"]["service_tail"]
-    assert main(["export", *store, "--incident", "INC-st", "--format", "json", "-o", "-"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    check_schema(doc)
-    rows = {(r["metric"], r["quantile"]): r for r in doc["impact"]["rows"]}
-    assert not any(m == "end-to-end at equal traffic" for m, _ in rows)
-    for q in QNAMES:
-        observed, row = rows["end-to-end", q], rows["service tail", q]
-        assert observed["ci_low_us"] <= 0 <= observed["ci_high_us"]
-        assert (row["delta_us"], row["ci_low_us"], row["ci_high_us"]) == pytest.approx(
-            (st[q]["value"], st[q]["lo"], st[q]["hi"])
-        )
-        assert row["row_confidence_level"] == 0.975
-    assert rows["service tail", "p95"]["ci_low_us"] > 0
-    what = doc["brief"]["what_regressed"][0]
-    assert "in the service tail, the verdict's reading, p99" in what and "97.5% CI" in what
-    assert main(["export", *store, "--incident", "INC-st", "--format", "md", "-o", "-"]) == 0
-    md = capsys.readouterr().out
-    line = next(x for x in md.splitlines() if x.startswith("| service tail | p95"))
-    assert "(97.5%)" in line and "service tail: triage: block bootstrap" in md
+    md = check_exported_reading(tmp_path / "store", capsys, "service_tail", "service tail",
+                                "in the service tail")  # fmt: skip
+    assert "service tail: triage: block bootstrap of each request's latency minus" in md
