@@ -57,8 +57,8 @@ class TriggerPolicy:
     # there too, when the observed gaps do not fire and the arrival rates do not differ, read
     # the gap at equal traffic (equal_traffic.py) by the same rule
     equal_traffic: bool = True
-    # there too, when neither fired, read the service tail (see service_tail_gaps) by the same
-    # rule
+    # there too, when neither fired, read the service tail (each request's latency minus its
+    # queue, batch and ingress waits) by the same rule
     service_tail: bool = True
 
 
@@ -187,16 +187,9 @@ def _more_requests(needed: int | None) -> str:
     return f"about {needed} requests a run would confirm a gap this size"
 
 
-def service_tail_gaps(
-    failing: QueueState, comparator: QueueState, n_boot: int, seed: int, alpha: float
-) -> TailGaps:
-    """The p95/p99 gaps of the runs' service (latency minus queue, batch and ingress waits), in
-    arrival order, with moving-block bootstrap intervals."""
-    return tail_gaps(_service_in_arrival_order(failing), _service_in_arrival_order(comparator),
-                     n_boot, seed, alpha)  # fmt: skip
-
-
 def _service_in_arrival_order(q: QueueState) -> F64:
+    """A run's service per request (latency minus queue, batch and ingress waits), in arrival
+    order, as tail_gaps reads latencies."""
     return np.asarray(q.service[np.argsort(q.arrival, kind="stable")], dtype=np.float64)
 
 
@@ -242,10 +235,13 @@ def decide(
         ]
     at_equal = bool(fired) and equal is not None
     service: TailGaps | None = None
+    own_service: F64 | None = None  # the comparator's, for its check below
     if further and not fired and queues is not None and policy.service_tail:
         # Where equal traffic did not fire either; at (1 - alpha / 2) as it. On profsim's A/A
         # pairs it fired on none that the other two had not (bench/localize.py).
-        service = service_tail_gaps(*queues, n_boot, seed + 53, policy.alpha / 2)
+        own_service = _service_in_arrival_order(queues[1])
+        service = tail_gaps(_service_in_arrival_order(queues[0]), own_service, n_boot, seed + 53,
+                            policy.alpha / 2)  # fmt: skip
         fired = _fired(service, limit)
     at_service = bool(fired) and service is not None
 
@@ -318,7 +314,7 @@ def decide(
     if policy.check_comparator and lc.size >= 2 * policy.min_requests:
         # Where the service tail fired, the comparator's own service, against the thresholds
         # that decision used.
-        own = _service_in_arrival_order(queues[1]) if at_service and queues is not None else lc
+        own = own_service if at_service and own_service is not None else lc
         h = own.size // 2
         first, second = own[:h], own[h:]
         # Half the resamples: a check, not a figure anyone reads to the last digit.
