@@ -66,9 +66,10 @@ from workbench.store.importers.nsys_schema import connect, read_schema
 from workbench.store.importers.nsys_sqlite import bulk_reads
 from workbench.store.layout import ROW_GROUP, parquet_options
 path = Path(sys.argv[1])
-schema = read_schema(connect(path.resolve().as_uri() + "?mode=ro"), str(path))
+uri = path.resolve().as_uri() + "?mode=ro"
+schema = read_schema(connect(uri), str(path))
 t = time.perf_counter()
-got, ranges = bulk_reads(path.resolve().as_uri() + "?mode=ro", schema)
+got, ranges = bulk_reads(uri, schema)
 read_s = time.perf_counter() - t
 rows = sum(x.num_rows for x in got.values()) + (ranges.num_rows if ranges is not None else 0)
 del got, ranges
