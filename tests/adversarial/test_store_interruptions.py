@@ -293,6 +293,43 @@ def test_a_signal_that_library_code_swallows_leaves_the_finished_commands_word(
     assert layout.run_ids(store) == ["t"]
 
 
+@pytest.mark.parametrize("where", ["__del__", "weakref callback"])
+def test_a_signal_python_swallows_in_a_callback_still_ends_the_import(
+    tmp_path: Path, where: str
+) -> None:
+    """Python swallows what a __del__ or a weakref callback raises and prints a traceback (seen
+    on CI: a SIGTERM in importlib's module-lock callback; the import went on and committed).
+    The signal's exit comes again outside the callback: one line, the store as it was."""
+    trace = _trace(tmp_path / "t.json", 50)
+    store = tmp_path / "store"
+    assert workbench(["ingest", trace, "--store", store, "--run-id", "first"], tmp_path).code == 0
+    before = tree_hash(store)
+    drop = "Dropped()" if where == "__del__" else "weakref.ref(Target(), on_drop)"
+    proc = _run_script(
+        f"""
+        import weakref
+        def on_drop(*_):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.5)  # the handler runs here, inside the callback
+        class Dropped:
+            __del__ = on_drop
+        class Target:
+            pass
+        real = store_ingest.ingest
+        def ingest(*args, **kwargs):
+            {drop}
+            return real(*args, **kwargs)
+        store_ingest.ingest = ingest
+        sys.exit(cli.main(["ingest", {str(trace)!r}, "--store", {str(store)!r}]))
+        """
+    )
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "interrupted by SIGTERM" in lines[0], proc.stderr
+    assert "nothing was written" in lines[0], proc.stderr
+    assert tree_hash(store) == before
+
+
 def test_a_signal_library_code_turns_into_an_input_error_exits_as_the_signal(
     tmp_path: Path,
 ) -> None:

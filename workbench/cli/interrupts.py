@@ -38,6 +38,11 @@ def exit_code(exc: BaseException) -> int | None:
     if isinstance(exc, SystemExit):
         code = exc.code
         return code if isinstance(code, int) and code > 128 else None
+    return noted_exit()
+
+
+def noted_exit() -> int | None:
+    """128 + the signal that is ending the process, or None before any."""
     return 128 + int(_state["signum"]) if _state["signum"] else None
 
 

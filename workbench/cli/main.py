@@ -7,7 +7,7 @@ import importlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -19,6 +19,7 @@ from workbench.terminal_text import TerminalSafeWriter, for_terminal
 EXIT_BROKEN_PIPE = 141
 # An error this program did not foresee (a bug): still one line, never a traceback.
 EXIT_INTERNAL = 70
+UnraisableHook = Callable[["sys.UnraisableHookArgs"], object]
 # The signals that end a command: handled while it runs, default once it has finished.
 _ENDING_SIGNALS = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
 
@@ -119,6 +120,33 @@ def _exit_cleanly_on_hangup() -> None:
     # and exits with the same one line.
     for sig in _ENDING_SIGNALS:
         signal.signal(sig, _raise)
+    signal.signal(signal.SIGALRM, _deliver_again)
+
+
+# Python swallows what a __del__ or weakref callback raises (seen: a SIGTERM that landed in
+# importlib's module-lock callback was printed as a traceback and the import went on).
+_REDELIVER_AFTER_S = 0.01
+_running = [False]  # the command has not returned: a re-delivered exit still has work to undo
+
+
+def _deliver_again(_signum: int, _frame: object) -> None:
+    """SIGALRM armed by the unraisable hook: the signal's exit again, outside the callback."""
+    code = interrupts.noted_exit()
+    if code is not None and _running[0]:
+        raise SystemExit(code)
+
+
+def _swallowing_hook(previous: UnraisableHook) -> UnraisableHook:
+    """An unraisable hook that re-arms a signal's swallowed exit and passes the rest on."""
+
+    def _swallowed(unraisable: sys.UnraisableHookArgs) -> None:
+        exc = unraisable.exc_value
+        if isinstance(exc, SystemExit) and interrupts.exit_code(exc) is not None:
+            signal.setitimer(signal.ITIMER_REAL, _REDELIVER_AFTER_S)
+            return
+        previous(unraisable)
+
+    return _swallowed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,13 +163,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         # An import does no linear algebra: OpenBLAS's threads, started as numpy loads (next,
         # with the store's modules), only cost start-up CPU (~0.05-0.08 s per process).
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _swallowing_hook(previous_hook)
+    _running[0] = True
     try:
         code = _command(argv)
+        _running[0] = False
     except BaseException as exc:
         signalled = interrupts.exit_code(exc)
         if signalled is None:
             raise
         return signalled  # interrupts says so at exit, unless the command did
+    finally:
+        _running[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.unraisablehook = previous_hook
     # Finished: a signal that library code swallowed on the way changed nothing the command's
     # own output does not say, so no "nothing was written" at exit.
     interrupts.reported()
