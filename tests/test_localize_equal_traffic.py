@@ -40,8 +40,8 @@ def test_same_service_twice_gives_no_alarm_at_equal_traffic() -> None:
 
 def test_equal_traffic_finds_slower_services_the_observed_gaps_miss() -> None:
     # 15% slower service at load 0.85: two draws of the traffic hide it in some pairs.
-    without, _ = _fires(0.85, 1.15, TriggerPolicy(equal_traffic=False, service_tail=False))
-    with_, at_equal = _fires(0.85, 1.15, TriggerPolicy(service_tail=False))
+    without, _ = _fires(0.85, 1.15, TriggerPolicy(equal_traffic=False, queue_free_tail=False))
+    with_, at_equal = _fires(0.85, 1.15, TriggerPolicy(queue_free_tail=False))
     assert at_equal >= 2 and with_ == without + at_equal
 
 
@@ -77,7 +77,7 @@ def test_a_fallback_hidden_by_traffic_is_found_at_equal_traffic(tmp_path: Path) 
     # The verdict prints the interval it fired on.
     assert f"CI {et['p95']['lo']:+.0f}..{et['p95']['hi']:+.0f}" in loc.outcome_reason
     assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
-    off = localize(f, c, HW, TriggerPolicy(equal_traffic=False, service_tail=False))
+    off = localize(f, c, HW, TriggerPolicy(equal_traffic=False, queue_free_tail=False))
     assert off.outcome != "regression" and off.equal_traffic == {}
 
 
@@ -130,7 +130,7 @@ def check_exported_reading(store: Path, capsys: Any, key: str, metric: str, word
     check_schema(doc)
     rows = {(r["metric"], r["quantile"]): r for r in doc["impact"]["rows"]}
     # one reading fired, and only its rows are there
-    assert {m for m, _ in rows} & {"end-to-end at equal traffic", "service tail"} == {metric}
+    assert {m for m, _ in rows} & {"end-to-end at equal traffic", "queue-free tail"} == {metric}
     for q in QNAMES:
         observed, row = rows["end-to-end", q], rows[metric, q]
         assert observed["ci_low_us"] <= 0 <= observed["ci_high_us"]

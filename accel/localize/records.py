@@ -63,8 +63,9 @@ class Localization:
     # quantile name -> value, lo, hi of the tail gap at equal traffic, and "fired" -> 1.0 when
     # the trigger fired on it; empty when it was not read (see trigger.TriggerPolicy)
     equal_traffic: dict[str, dict[str, float]] = field(default_factory=dict)
-    # the same of the service tail (latency minus every wait; see trigger.TriggerPolicy)
-    service_tail: dict[str, dict[str, float]] = field(default_factory=dict)
+    # the same of the queue-free tail (latency minus the waits for a busy server; see
+    # trigger.TriggerPolicy)
+    queue_free_tail: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class _Common(TypedDict):
@@ -84,5 +85,5 @@ class _Common(TypedDict):
     threshold_us: dict[str, float]
     threshold_basis: str
     equal_traffic: dict[str, dict[str, float]]
-    service_tail: dict[str, dict[str, float]]
+    queue_free_tail: dict[str, dict[str, float]]
     hardware_gap: dict[str, dict[str, float]]

@@ -10,10 +10,12 @@ which no within-run resample holds), and the comparator is checked against itsel
 hand. There, when the observed gaps do not fire and the arrival rates do not differ, the same
 rule reads the gaps at equal traffic (equal_traffic.py: both services replayed on one traffic,
 at 1 - alpha/2), since two draws of one traffic can hide a slower service; where that does
-not fire either, the same rule reads the service tail, each request's latency minus its queue,
-batch and ingress waits (also at 1 - alpha/2: the queue's trajectory, which swings the latency
-tail of a few hundred requests, is not in it, and a slower service on the same traffic does not
-wait less). A gap past the threshold whose interval includes zero is "inconclusive" (too few
+not fire either, the same rule reads the queue-free tail, each request's latency minus its waits
+for a server busy with other requests (also at 1 - alpha/2): what is left, its service and its
+batch's formation (the batcher's hold, batch-mates arriving), is the request's own path, and the
+queue's trajectory, which swings the latency tail of a few hundred requests from run to run, is
+not in it; it counts only where the gap at equal traffic is not below zero (a longer hold can
+fill batches and shorten the queue: the queue gives it back). A gap past the threshold whose interval includes zero is "inconclusive" (too few
 requests to tell, with how many would), not "no regression". Outcomes: "regression", "no regression" or "inconclusive",
 each with its reason; the intervals reported are the ones the decision used.
 """
@@ -57,9 +59,9 @@ class TriggerPolicy:
     # there too, when the observed gaps do not fire and the arrival rates do not differ, read
     # the gap at equal traffic (equal_traffic.py) by the same rule
     equal_traffic: bool = True
-    # there too, when neither fired, read the service tail (each request's latency minus its
-    # queue, batch and ingress waits) by the same rule
-    service_tail: bool = True
+    # there too, when neither fired, read the queue-free tail (each request's latency minus its
+    # waits for a server busy with other requests) by the same rule
+    queue_free_tail: bool = True
 
 
 @dataclass(frozen=True)
@@ -90,9 +92,9 @@ class Trigger:
     # the gaps at equal traffic, when they were read (see TriggerPolicy.equal_traffic)
     equal_traffic: EqualTraffic | None = None
     at_equal_traffic: bool = False  # fired on them, not on the observed gaps
-    # the service tail's gaps, when they were read (see TriggerPolicy.service_tail)
-    service_tail: TailGaps | None = None
-    at_service_tail: bool = False  # fired on them, not on the observed or equal-traffic gaps
+    # the queue-free tail's gaps, when they were read (see TriggerPolicy.queue_free_tail)
+    queue_free_tail: TailGaps | None = None
+    at_queue_free_tail: bool = False  # fired on them, not on the observed or equal-traffic gaps
 
     @property
     def regression(self) -> bool:
@@ -174,11 +176,11 @@ def requests_needed(tg: TailGaps, q: str, n: int, alpha: float) -> int | None:
     return int(math.ceil(need / 10.0) * 10)
 
 
-def _reading(g: TailGaps, observed: TailGaps, service: TailGaps | None) -> str:
+def _reading(g: TailGaps, observed: TailGaps, queue_free: TailGaps | None) -> str:
     """Which reading a gap is of, as the verdict names it."""
     if g is observed:
         return ""
-    return " in the service tail" if g is service else " at equal traffic"
+    return " in the queue-free tail" if g is queue_free else " at equal traffic"
 
 
 def _more_requests(needed: int | None) -> str:
@@ -187,10 +189,13 @@ def _more_requests(needed: int | None) -> str:
     return f"about {needed} requests a run would confirm a gap this size"
 
 
-def _service_in_arrival_order(q: QueueState) -> F64:
-    """A run's service per request (latency minus queue, batch and ingress waits), in arrival
-    order, as tail_gaps reads latencies."""
-    return np.asarray(q.service[np.argsort(q.arrival, kind="stable")], dtype=np.float64)
+def _queue_free_in_arrival_order(q: QueueState) -> F64:
+    """A run's latency per request minus its waits for a server busy with other requests (its
+    service and its batch's formation remain), in arrival order, as tail_gaps reads latencies."""
+    # Batch-mates served first are left out with the queue: their share is a request's place
+    # in its batch, which swings from run to run as the queue does.
+    own = q.service + q.formation_us
+    return np.asarray(own[np.argsort(q.arrival, kind="stable")], dtype=np.float64)
 
 
 def decide(
@@ -208,7 +213,7 @@ def decide(
     `context`: reasons known outside the latencies that make the pair inconclusive (hardware
     or locked tags that differ beyond what the model accounts for). `queues`: both runs'
     observed queues, given where the queue re-run reproduces them (see tail_gaps); the gaps
-    at equal traffic, then those of the service tail, are read on them when the observed gaps
+    at equal traffic, then those of the queue-free tail, are read on them when the observed gaps
     do not fire."""
     lf = np.asarray(lf, dtype=np.float64)
     lc = np.asarray(lc, dtype=np.float64)
@@ -234,16 +239,21 @@ def decide(
             q for q in QNAMES if gap_outcome(equal.gap[q], equal.ci[q][0], limit[q]) == REGRESSION
         ]
     at_equal = bool(fired) and equal is not None
-    service: TailGaps | None = None
-    own_service: F64 | None = None  # the comparator's, for its check below
-    if further and not fired and queues is not None and policy.service_tail:
+    queue_free: TailGaps | None = None
+    own_queue_free: F64 | None = None  # the comparator's, for its check below
+    given_back: list[str] = []  # quantiles where it passes the rule but equal traffic is < 0
+    if further and not fired and queues is not None and policy.queue_free_tail:
         # Where equal traffic did not fire either; at (1 - alpha / 2) as it. On profsim's A/A
         # pairs it fired on none that the other two had not (bench/localize.py).
-        own_service = _service_in_arrival_order(queues[1])
-        service = tail_gaps(_service_in_arrival_order(queues[0]), own_service, n_boot, seed + 53,
-                            policy.alpha / 2)  # fmt: skip
-        fired = _fired(service, limit)
-    at_service = bool(fired) and service is not None
+        own_queue_free = _queue_free_in_arrival_order(queues[1])
+        mine = _queue_free_in_arrival_order(queues[0])
+        queue_free = tail_gaps(mine, own_queue_free, n_boot, seed + 53, policy.alpha / 2)
+        held = _fired(queue_free, limit)
+        # A batcher that holds requests longer can fill batches and shorten the queue: where
+        # the gap at equal traffic, queue included, is below zero, the queue gives it back.
+        fired = [q for q in held if equal is None or equal.gap[q] >= 0]
+        given_back = [q for q in held if q not in fired]
+    at_queue_free = bool(fired) and queue_free is not None
 
     def make(
         outcome: str,
@@ -252,7 +262,7 @@ def decide(
         needed: int | None = None,
     ) -> Trigger:
         return Trigger(outcome, reason, tg, limit, basis, fired, halves or {}, needed, equal,
-                       at_equal, service, at_service)  # fmt: skip
+                       at_equal, queue_free, at_queue_free)  # fmt: skip
 
     if n < policy.min_requests:
         return make(INCONCLUSIVE, f"too few requests ({n} < {policy.min_requests} in a run)")
@@ -273,37 +283,49 @@ def decide(
             )
             + ")"
         )
-    if service is not None:
+    if queue_free is not None:
         gap_text += (
-            "; service tail (each request's latency minus its queue, batch and ingress waits): "
+            "; queue-free tail (each request's latency minus its waits for a server busy with "
+            "other requests): "
             + "; ".join(
-                f"{q} gap {service.gap[q]:+.0f} us ({1 - policy.alpha / 2:.1%} CI "
-                f"{service.ci[q][0]:+.0f}..{service.ci[q][1]:+.0f})"
+                f"{q} gap {queue_free.gap[q]:+.0f} us ({1 - policy.alpha / 2:.1%} CI "
+                f"{queue_free.ci[q][0]:+.0f}..{queue_free.ci[q][1]:+.0f})"
                 for q in QNAMES
             )
         )
     if not fired:
         # A gap past the threshold whose interval still includes zero is not "no regression":
         # the best estimate is a regression the requests at hand cannot confirm.
-        # (at equal traffic and in the service tail too, when read: the same rule on them)
+        # (at equal traffic and in the queue-free tail too, when read: the same rule on them)
         readings = [tg] if equal is None else [tg, TailGaps(equal.gap, equal.ci, {})]
-        readings += [service] if service is not None else []
+        readings += [queue_free] if queue_free is not None else []
         unsure = [
             (q, g)
             for g in readings
             for q in QNAMES
             if gap_outcome(g.gap[q], g.ci[q][0], limit[q]) != NO_REGRESSION
+            and not (g is queue_free and q in given_back)
         ]
+        back_text = ""
+        if given_back and equal is not None:
+            q = given_back[0]
+            back_text = (
+                f"the {q} gap in the queue-free tail passes the practical threshold and its "
+                f"interval excludes zero, but at equal traffic the queue gives it back ({q} gap "
+                f"{equal.gap[q]:+.0f} us); "
+            )
         if unsure:
             q, g = unsure[0]
             needed = requests_needed(g, q, n, policy.alpha)
             return make(
                 INCONCLUSIVE,
-                f"too few requests to tell: the {q} gap{_reading(g, tg, service)} is above the "
+                f"too few requests to tell: the {q} gap{_reading(g, tg, queue_free)} is above the "
                 f"practical threshold but its interval includes zero ({_more_requests(needed)}); "
-                f"{gap_text}",
+                f"{back_text}{gap_text}",
                 needed=needed,
             )
+        if back_text:
+            return make(INCONCLUSIVE, f"{back_text}{gap_text}")
         why = (
             "intervals include zero"
             if all(tg.ci[q][0] <= 0 for q in QNAMES)
@@ -312,9 +334,9 @@ def decide(
         return make(NO_REGRESSION, f"{why}: {gap_text}")
     halves: dict[str, float] = {}
     if policy.check_comparator and lc.size >= 2 * policy.min_requests:
-        # Where the service tail fired, the comparator's own service, against the thresholds
-        # that decision used.
-        own = own_service if at_service and own_service is not None else lc
+        # Where the queue-free tail fired, the comparator's own queue-free latencies, against
+        # the thresholds that decision used.
+        own = own_queue_free if at_queue_free and own_queue_free is not None else lc
         h = own.size // 2
         first, second = own[:h], own[h:]
         # Half the resamples: a check, not a figure anyone reads to the last digit.
@@ -327,7 +349,7 @@ def decide(
         )
         a_lim, _ = thresholds(first, policy)
         b_lim, _ = thresholds(second, policy)
-        if at_service:
+        if at_queue_free:
             a_lim = b_lim = limit
         for q in QNAMES:
             halves[f"{q}_gap_us"] = aa.gap[q]
@@ -335,8 +357,8 @@ def decide(
         unstable = _fired(aa, a_lim) + _fired(back, b_lim)
         # The comparator differs from itself by more than the failing run differs from it.
         gap_of = equal.gap if at_equal and equal is not None else tg.gap
-        if at_service and service is not None:
-            gap_of = service.gap
+        if at_queue_free and queue_free is not None:
+            gap_of = queue_free.gap
         worse = [q for q in unstable if abs(aa.gap[q]) >= gap_of[q]]
         if worse:
             q = worse[0]
@@ -353,11 +375,11 @@ def decide(
         if at_equal
         else ""
     )
-    if at_service:
+    if at_queue_free:
         observed = "observed and equal-traffic" if equal is not None else "observed"
         how = (
-            f" in the service tail (the {observed} intervals do not confirm it: at this load the "
-            "queue's trajectory swings the latency tail from run to run, and a slower service "
-            "on the same traffic does not wait less)"
+            f" in the queue-free tail (the {observed} intervals do not confirm it: at this load "
+            "the queue's trajectory swings the latency tail from run to run; the rest of each "
+            "request's latency, its service and its batch's formation, is slower)"
         )
     return make(REGRESSION, f"{' and '.join(fired)} regressed{how}: {gap_text}", halves)

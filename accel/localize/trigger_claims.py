@@ -1,6 +1,6 @@
 """The trigger's claims and the verdict fields every outcome shares: the observed gaps with their
 intervals and thresholds, the trigger's outcome and reason, the gaps at equal traffic and of
-the service tail when they were read, and the base re-run's reproduction, as the verdict states
+the queue-free tail when they were read, and the base re-run's reproduction, as the verdict states
 them."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def trigger_claims(
                     else {}
                 ),
                 **equal_numbers(trig),
-                **service_numbers(trig),
+                **queue_free_numbers(trig),
             },
             "trigger",
         ),
@@ -89,7 +89,7 @@ def trigger_claims(
         "threshold_basis": trig.threshold_basis,
         "hardware_gap": hw_doc,
         "equal_traffic": equal_doc(trig),
-        "service_tail": service_doc(trig),
+        "queue_free_tail": queue_free_doc(trig),
     }
     return claims, common
 
@@ -144,20 +144,20 @@ def equal_numbers(trig: Trigger) -> dict[str, float]:
     }
 
 
-def service_doc(trig: Trigger) -> dict[str, dict[str, float]]:
-    """Localization.service_tail of a trigger."""
-    st = trig.service_tail
+def queue_free_doc(trig: Trigger) -> dict[str, dict[str, float]]:
+    """Localization.queue_free_tail of a trigger."""
+    st = trig.queue_free_tail
     if st is None:
         return {}
-    return _reading_doc(st.gap, st.ci, {"value": float(trig.at_service_tail)})
+    return _reading_doc(st.gap, st.ci, {"value": float(trig.at_queue_free_tail)})
 
 
-def service_numbers(trig: Trigger) -> dict[str, float]:
-    """The service tail's gaps as claim numbers (empty when they were not read)."""
-    st = trig.service_tail
+def queue_free_numbers(trig: Trigger) -> dict[str, float]:
+    """The queue-free tail's gaps as claim numbers (empty when they were not read)."""
+    st = trig.queue_free_tail
     if st is None:
         return {}
     return {
-        "at_service_tail": float(trig.at_service_tail),
-        **_reading_numbers("service_tail", st.gap, st.ci),
+        "at_queue_free_tail": float(trig.at_queue_free_tail),
+        **_reading_numbers("queue_free_tail", st.gap, st.ci),
     }

@@ -161,8 +161,8 @@ def localize(
     queues = (fq, cq) if use else None
     trig = trigger(lf, lc, pol, n_boot=n_boot, seed=seed, context=tuple(reasons), queues=queues)
     claims, common = trigger_claims(trig, lf, lc, pol.alpha, method, hw_doc)
-    # A regression read at equal traffic or in the service tail has set the traffic aside.
-    if trig.regression and not (trig.at_equal_traffic or trig.at_service_tail):
+    # A regression read at equal traffic or in the queue-free tail has set the traffic aside.
+    if trig.regression and not (trig.at_equal_traffic or trig.at_queue_free_tail):
         noise = traffic_noise(failing, comparator, trig, RESIDUAL_ALPHA)
         if noise:
             trig = replace(trig, outcome=NO_REGRESSION, reason=noise)

@@ -14,17 +14,18 @@ from workbench.triage.numbers_text import fmt_ci, fmt_pct, fmt_signed, fmt_us, f
 
 # The impact rows of the gaps at equal traffic (summary.py), when the verdict fired on them.
 EQUAL_METRIC: Final[str] = "end-to-end at equal traffic"
-# Those of the service tail (latency minus every wait), when the verdict fired on it.
-SERVICE_METRIC: Final[str] = "service tail"
+# Those of the queue-free tail (latency minus the waits for a busy server), when the verdict
+# fired on it.
+QUEUE_FREE_METRIC: Final[str] = "queue-free tail"
 # The verdict's second readings: the triage verdict's key, the impact rows' metric, the words
 # that name it and what it reads.
 READINGS: Final[tuple[tuple[str, str, str, str], ...]] = (
     ("equal_traffic", EQUAL_METRIC, "at equal traffic", "both services on the same arrivals"),
     (
-        "service_tail",
-        SERVICE_METRIC,
-        "in the service tail",
-        "each request's latency minus its queue, batch and ingress waits",
+        "queue_free_tail",
+        QUEUE_FREE_METRIC,
+        "in the queue-free tail",
+        "each request's latency minus its waits for a server busy with other requests",
     ),
 )
 

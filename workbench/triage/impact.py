@@ -1,7 +1,7 @@
 """The impact section of the closure summary: p95/p99 deltas failing minus comparator, end to end
 then per stage, each with its n and interval; the end-to-end rows are the triage's recorded
 figures when there are some, followed by the gaps of the verdict's second reading (at equal
-traffic, or of the service tail) when it fired on them.
+traffic, or of the queue-free tail) when it fired on them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 
 from accel import stats
 from accel.stages import STAGES
-from workbench.triage.brief import EQUAL_METRIC, SERVICE_METRIC
+from workbench.triage.brief import EQUAL_METRIC, QUEUE_FREE_METRIC
 from workbench.triage.guardrails import RunSamples
 from workbench.triage.incident import Incident
 from workbench.triage.judge import CONFIDENCE, N_BOOT, SEED
@@ -60,14 +60,15 @@ EQUAL_INTERVAL: Final[str] = (
     "triage: both services replayed through the queue on the same arrivals (the verdict's "
     "reading; a second reading of the pair, so at half the error rate)"
 )
-SERVICE_INTERVAL: Final[str] = (
-    "triage: block bootstrap of each request's latency minus its queue, batch and ingress "
-    "waits (the verdict's reading; a further reading of the pair, so at half the error rate)"
+QUEUE_FREE_INTERVAL: Final[str] = (
+    "triage: block bootstrap of each request's latency minus its waits for a server busy with "
+    "other requests (the verdict's reading; a further reading of the pair, so at half "
+    "the error rate)"
 )
 # Per reading the verdict can fire on: its claim-number prefix, fired flag, metric, interval.
 _READINGS: Final[tuple[tuple[str, str, str, str], ...]] = (
     ("equal_traffic", "at_equal_traffic", EQUAL_METRIC, EQUAL_INTERVAL),
-    ("service_tail", "at_service_tail", SERVICE_METRIC, SERVICE_INTERVAL),
+    ("queue_free_tail", "at_queue_free_tail", QUEUE_FREE_METRIC, QUEUE_FREE_INTERVAL),
 )
 
 
@@ -99,7 +100,7 @@ def _with_recorded(row: dict[str, Any], tail: dict[str, Any]) -> dict[str, Any]:
 
 def recorded_reading(inc: Incident) -> dict[str, Any] | None:
     """The trigger claim's numbers when the verdict fired on a second reading of the pair (the
-    gaps at equal traffic, or of the service tail)."""
+    gaps at equal traffic, or of the queue-free tail)."""
     claim = next((c for c in inc.claims if c.query == "replay:trigger"), None)
     if claim is None or not any(claim.numbers.get(f) == 1.0 for _, f, _, _ in _READINGS):
         return None

@@ -138,7 +138,7 @@ def verdict_doc(loc: Localization) -> dict[str, Any]:
         "direct_evidence": loc.direct,
         "hardware_gap": loc.hardware_gap,
         "equal_traffic": loc.equal_traffic,
-        "service_tail": loc.service_tail,
+        "queue_free_tail": loc.queue_free_tail,
     }
 
 

@@ -1,0 +1,159 @@
+"""The trigger's queue-free reading (latency minus the waits for a busy server): on
+single-server queues near saturation, a profsim pair whose observed and equal-traffic intervals
+cannot tell, and what the triage, the app and the closure summary print of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from localize_pieces import load_pair, requests
+from test_localize_equal_traffic import check_exported_reading, check_printed_reading
+from test_localize_profsim_regressions import HW, _runs
+from test_localize_queue_bootstrap import PAIRS, _run
+
+from accel import profsim
+from accel.localize import localize
+from accel.localize.gaps import QNAMES, QS, at_q
+from accel.localize.requeue import observed_queue
+from accel.localize.trigger import TriggerPolicy, decide
+from accel.ops import RequestArrays
+from accel.profiles import get_profile
+from accel.queueing import lindley_waits_sorted
+from workbench.store.profsim_io import add_run
+
+# profsim, h100, one request served at a time: +4.4x post-processing (assembly). At 400
+# requests the p95/p99 intervals, observed and at equal traffic, include zero.
+ASSEMBLY = ("assembly", 510026, "store", "serial")
+
+
+def _fires(slower: float, policy: TriggerPolicy) -> tuple[int, int]:
+    """Over PAIRS pairs of 300 requests at load 0.85: regressions, and those read in the
+    queue-free tail."""
+    fired = at_queue_free = 0
+    for k in range(PAIRS):
+        f, c = _run(300, 0.85, 1000 + 2 * k, slower), _run(300, 0.85, 1001 + 2 * k)
+        queues = (observed_queue(f), observed_queue(c))
+        t = decide(f.latency_us, c.latency_us, policy, n_boot=200, seed=0, queues=queues)
+        fired, at_queue_free = fired + t.regression, at_queue_free + t.at_queue_free_tail
+    return fired, at_queue_free
+
+
+def test_same_service_twice_gives_no_alarm_in_the_queue_free_tail() -> None:
+    fired, at_queue_free = _fires(1.0, TriggerPolicy())
+    assert at_queue_free == 0 and fired == _fires(1.0, TriggerPolicy(queue_free_tail=False))[0]
+
+
+def test_the_queue_free_tail_finds_a_slower_service_the_other_readings_miss() -> None:
+    without, _ = _fires(1.15, TriggerPolicy(queue_free_tail=False))
+    with_, at_queue_free = _fires(1.15, TriggerPolicy())
+    assert at_queue_free >= 1 and with_ == without + at_queue_free
+
+
+def _served(service: np.ndarray, arrival: np.ndarray) -> RequestArrays:
+    return requests(arrival, lindley_waits_sorted(arrival, service) + service, service)
+
+
+@pytest.mark.parametrize("halves", [(1.25, 1.25), (1.0, 1.5)])
+def test_the_comparator_check_reads_its_own_queue_free_latencies(
+    halves: tuple[float, float],
+) -> None:
+    # One traffic, the same latencies given for both runs (no observed gap), equal traffic
+    # off: only the queue-free tail can fire. The failing service is 1.7x; the comparator's is
+    # 1.25x throughout, or 1x then 1.5x, whose halves differ by more than the failing run
+    # differs from it: a service gap it cannot stand behind.
+    rng = np.random.default_rng(0)
+    n = 1000
+    base = rng.lognormal(np.log(100.0), 0.5, (2, n))
+    arrival = np.cumsum(rng.exponential(100.0 * np.exp(0.125) / 0.5, n))
+    c = _served(base[0] * np.where(np.arange(n) < n // 2, *halves), arrival)
+    f = _served(base[1] * 1.7, arrival)
+    lc = np.asarray(c.latency_us)
+    queues = (observed_queue(f), observed_queue(c))
+    t = decide(lc, lc, TriggerPolicy(equal_traffic=False), n_boot=200, seed=0, queues=queues)
+    assert t.queue_free_tail is not None and t.equal_traffic is None
+    if halves[0] == halves[1]:
+        assert t.regression and t.at_queue_free_tail
+        assert "in the queue-free tail (the observed intervals do not confirm it" in t.reason
+    else:
+        assert t.outcome == "inconclusive" and "comparator is not stable" in t.reason
+
+
+def test_a_slower_assembly_hidden_by_the_queue_is_found_in_the_queue_free_tail(
+    tmp_path: Path,
+) -> None:
+    f, c, pair = _runs(tmp_path, *ASSEMBLY)
+    loc = localize(f, c, HW)
+    assert loc.p95_gap_ci[0] <= 0 and loc.p99_gap_ci[0] <= 0
+    eq, st = loc.equal_traffic, loc.queue_free_tail
+    assert eq["fired"]["value"] == 0.0 and all(eq[q]["lo"] <= 0 for q in QNAMES)
+    assert loc.outcome == "regression" and "in the queue-free tail" in loc.outcome_reason
+    assert st["fired"]["value"] == 1.0
+    assert any(st[q]["lo"] > 0 and st[q]["value"] > loc.threshold_us[q] for q in QNAMES)
+    # The verdict prints the interval it fired on.
+    assert f"CI {st['p95']['lo']:+.0f}..{st['p95']['hi']:+.0f}" in loc.outcome_reason
+    assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
+    off = localize(f, c, HW, TriggerPolicy(queue_free_tail=False))
+    assert off.outcome == "inconclusive" and off.queue_free_tail == {}
+
+
+def test_a_slower_admission_hidden_by_the_queue_is_found_in_the_queue_free_tail(
+    tmp_path: Path,
+) -> None:
+    # profsim, tpu-v5e, continuous batching: requests join the running batch only every ~4.4
+    # steps (batch_policy). At 400 requests the observed and equal-traffic intervals include
+    # zero, and the service alone did not move: the wait for admission (batch formation) did.
+    hw = get_profile("tpu-v5e")
+    pair = profsim.generate_pair(hw, "batch_policy", 604026, batching="continuous", n_requests=400)
+    store = tmp_path / "store"
+    for rid, run in (("failing", pair.failing), ("comparator", pair.comparator)):
+        add_run(store, run, rid, "store", tmp_path)
+    f, c = load_pair(store)
+    loc = localize(f, c, hw)
+    assert loc.p95_gap_ci[0] <= 0 and loc.p99_gap_ci[0] <= 0
+    assert loc.equal_traffic["fired"]["value"] == 0.0
+    assert loc.outcome == "regression" and "in the queue-free tail" in loc.outcome_reason
+    assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
+    fq, cq = observed_queue(f.requests), observed_queue(c.requests)
+    for q, name in zip(QS, QNAMES, strict=True):
+        assert at_q(fq.service, q) - at_q(cq.service, q) < loc.threshold_us[name]
+        assert loc.queue_free_tail[name]["lo"] > loc.threshold_us[name]
+
+
+def test_a_hold_the_queue_gives_back_is_not_called_a_regression(tmp_path: Path) -> None:
+    # profsim A/A (one service twice), tpu-v5e, continuous batching, 2870 requests a run: the
+    # failing run's jobs read as 4 slots to the comparator's 3, so its requests seem held
+    # before they start (batch formation p50 1.2 ms to 7 us) and the queue-free tail passes
+    # the rule; at equal traffic, queue included, the gaps are below zero: no regression shown.
+    hw = get_profile("tpu-v5e")
+    pair = profsim.generate_pair(hw, "none", 673297, batching="continuous", n_requests=2870)
+    store = tmp_path / "store"
+    for rid, run in (("failing", pair.failing), ("comparator", pair.comparator)):
+        add_run(store, run, rid, "store", tmp_path)
+    f, c = load_pair(store)
+    loc = localize(f, c, hw)
+    qf, eq = loc.queue_free_tail, loc.equal_traffic
+    passed = [q for q in QNAMES if qf[q]["lo"] > 0 and qf[q]["value"] > loc.threshold_us[q]]
+    assert passed and all(eq[q]["value"] < 0 for q in passed)
+    assert loc.outcome == "inconclusive" and qf["fired"]["value"] == 0.0
+    assert "at equal traffic the queue gives it back" in loc.outcome_reason
+    assert f"gap {eq[passed[0]]['value']:+.0f} us" in loc.outcome_reason
+
+
+def test_the_triage_and_the_app_print_the_queue_free_tail(tmp_path: Path, capsys: Any) -> None:
+    _runs(tmp_path, *ASSEMBLY)
+    doc = check_printed_reading(
+        tmp_path / "store", capsys, "queue_free_tail", "in the queue-free tail"
+    )
+    assert (doc["origin_stage"], doc["mechanism"]) == ("assembly", "assembly")
+
+
+def test_the_closure_summary_shows_the_queue_free_tail(tmp_path: Path, capsys: Any) -> None:
+    # Without these rows the summary would print a regression beside intervals that do not
+    # show one.
+    _runs(tmp_path, *ASSEMBLY)
+    md = check_exported_reading(tmp_path / "store", capsys, "queue_free_tail", "queue-free tail",
+                                "in the queue-free tail")  # fmt: skip
+    assert "queue-free tail: triage: block bootstrap of each request's latency minus" in md
