@@ -19,7 +19,7 @@ from accel.localize import localize
 from accel.localize.gaps import QNAMES, QS, at_q
 from accel.localize.requeue import observed_queue
 from accel.localize.trigger import TriggerPolicy, decide
-from accel.ops import RequestArrays
+from accel.ops import RequestArrays, RunArrays
 from accel.profiles import get_profile
 from accel.queueing import lindley_waits_sorted
 from workbench.store.profsim_io import add_run
@@ -99,19 +99,27 @@ def test_a_slower_assembly_hidden_by_the_queue_is_found_in_the_queue_free_tail(
     assert off.outcome == "inconclusive" and off.queue_free_tail == {}
 
 
+TPU = get_profile("tpu-v5e")
+
+
+def _tpu_continuous(
+    tmp: Path, fault: str, seed: int, n: int
+) -> tuple[RunArrays, RunArrays, profsim.Pair]:
+    """A profsim pair on tpu-v5e with continuous batching, through the store."""
+    pair = profsim.generate_pair(TPU, fault, seed, batching="continuous", n_requests=n)
+    for rid, run in (("failing", pair.failing), ("comparator", pair.comparator)):
+        add_run(tmp / "store", run, rid, "store", tmp)
+    return (*load_pair(tmp / "store"), pair)
+
+
 def test_a_slower_admission_hidden_by_the_queue_is_found_in_the_queue_free_tail(
     tmp_path: Path,
 ) -> None:
     # profsim, tpu-v5e, continuous batching: requests join the running batch only every ~4.4
     # steps (batch_policy). At 400 requests the observed and equal-traffic intervals include
     # zero, and the service alone did not move: the wait for admission (batch formation) did.
-    hw = get_profile("tpu-v5e")
-    pair = profsim.generate_pair(hw, "batch_policy", 604026, batching="continuous", n_requests=400)
-    store = tmp_path / "store"
-    for rid, run in (("failing", pair.failing), ("comparator", pair.comparator)):
-        add_run(store, run, rid, "store", tmp_path)
-    f, c = load_pair(store)
-    loc = localize(f, c, hw)
+    f, c, pair = _tpu_continuous(tmp_path, "batch_policy", 604026, 400)
+    loc = localize(f, c, TPU)
     assert loc.p95_gap_ci[0] <= 0 and loc.p99_gap_ci[0] <= 0
     assert loc.equal_traffic["fired"]["value"] == 0.0
     assert loc.outcome == "regression" and "in the queue-free tail" in loc.outcome_reason
@@ -127,13 +135,8 @@ def test_a_hold_the_queue_gives_back_is_not_called_a_regression(tmp_path: Path) 
     # failing run's jobs read as 4 slots to the comparator's 3, so its requests seem held
     # before they start (batch formation p50 1.2 ms to 7 us) and the queue-free tail passes
     # the rule; at equal traffic, queue included, the gaps are below zero: no regression shown.
-    hw = get_profile("tpu-v5e")
-    pair = profsim.generate_pair(hw, "none", 673297, batching="continuous", n_requests=2870)
-    store = tmp_path / "store"
-    for rid, run in (("failing", pair.failing), ("comparator", pair.comparator)):
-        add_run(store, run, rid, "store", tmp_path)
-    f, c = load_pair(store)
-    loc = localize(f, c, hw)
+    f, c, _ = _tpu_continuous(tmp_path, "none", 673297, 2870)
+    loc = localize(f, c, TPU)
     qf, eq = loc.queue_free_tail, loc.equal_traffic
     passed = [q for q in QNAMES if qf[q]["lo"] > 0 and qf[q]["value"] > loc.threshold_us[q]]
     assert passed and all(eq[q]["value"] < 0 for q in passed)
