@@ -16,7 +16,7 @@ from accel.localize.batching import SIM_TOLERANCE, cap_binding, ingress_swap
 from accel.localize.requeue import observed_queue
 from accel.localize.trigger import TriggerPolicy
 from accel.ops import RunArrays
-from accel.profiles import get_profile
+from accel.profiles import HardwareProfile, get_profile
 from accel.stages import STAGE_CODE
 from workbench.store.profsim_io import add_run
 
@@ -27,8 +27,8 @@ HW = get_profile("h100")
 BLOCK_ONLY = TriggerPolicy(queue_bootstrap=False)
 
 
-def _runs(tmp: Path, fault: str, seed: int, layout: str, batching: str) -> tuple[RunArrays, RunArrays, profsim.Pair]:  # fmt: skip
-    pair = profsim.generate_pair(HW, fault, seed, batching=batching, n_requests=400)
+def _runs(tmp: Path, fault: str, seed: int, layout: str, batching: str, n_requests: int = 400, hw: HardwareProfile = HW) -> tuple[RunArrays, RunArrays, profsim.Pair]:  # fmt: skip
+    pair = profsim.generate_pair(hw, fault, seed, batching=batching, n_requests=n_requests)
     store = tmp / "store"
     for rid, run in (("failing", pair.failing), ("comparator", pair.comparator)):
         add_run(store, run, rid, layout, tmp)

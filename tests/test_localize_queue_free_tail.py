@@ -9,20 +9,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-from localize_pieces import load_pair, requests
+from localize_pieces import requests
 from test_localize_equal_traffic import check_exported_reading, check_printed_reading
 from test_localize_profsim_regressions import HW, _runs
 from test_localize_queue_bootstrap import PAIRS, _run
 
-from accel import profsim
 from accel.localize import localize
 from accel.localize.gaps import QNAMES, QS, at_q
 from accel.localize.requeue import observed_queue
 from accel.localize.trigger import TriggerPolicy, decide
-from accel.ops import RequestArrays, RunArrays
+from accel.ops import RequestArrays
 from accel.profiles import get_profile
 from accel.queueing import lindley_waits_sorted
-from workbench.store.profsim_io import add_run
 
 # profsim, h100, one request served at a time: +4.4x post-processing (assembly). At 400
 # requests the p95/p99 intervals, observed and at equal traffic, include zero.
@@ -102,23 +100,13 @@ def test_a_slower_assembly_hidden_by_the_queue_is_found_in_the_queue_free_tail(
 TPU = get_profile("tpu-v5e")
 
 
-def _tpu_continuous(
-    tmp: Path, fault: str, seed: int, n: int
-) -> tuple[RunArrays, RunArrays, profsim.Pair]:
-    """A profsim pair on tpu-v5e with continuous batching, through the store."""
-    pair = profsim.generate_pair(TPU, fault, seed, batching="continuous", n_requests=n)
-    for rid, run in (("failing", pair.failing), ("comparator", pair.comparator)):
-        add_run(tmp / "store", run, rid, "store", tmp)
-    return (*load_pair(tmp / "store"), pair)
-
-
 def test_a_slower_admission_hidden_by_the_queue_is_found_in_the_queue_free_tail(
     tmp_path: Path,
 ) -> None:
     # profsim, tpu-v5e, continuous batching: requests join the running batch only every ~4.4
     # steps (batch_policy). At 400 requests the observed and equal-traffic intervals include
     # zero, and the service alone did not move: the wait for admission (batch formation) did.
-    f, c, pair = _tpu_continuous(tmp_path, "batch_policy", 604026, 400)
+    f, c, pair = _runs(tmp_path, "batch_policy", 604026, "store", "continuous", hw=TPU)
     loc = localize(f, c, TPU)
     assert loc.p95_gap_ci[0] <= 0 and loc.p99_gap_ci[0] <= 0
     assert loc.equal_traffic["fired"]["value"] == 0.0
@@ -135,7 +123,7 @@ def test_a_hold_the_queue_gives_back_is_not_called_a_regression(tmp_path: Path) 
     # failing run's jobs read as 4 slots to the comparator's 3, so its requests seem held
     # before they start (batch formation p50 1.2 ms to 7 us) and the queue-free tail passes
     # the rule; at equal traffic, queue included, the gaps are below zero: no regression shown.
-    f, c, _ = _tpu_continuous(tmp_path, "none", 673297, 2870)
+    f, c, _ = _runs(tmp_path, "none", 673297, "store", "continuous", 2870, TPU)
     loc = localize(f, c, TPU)
     qf, eq = loc.queue_free_tail, loc.equal_traffic
     passed = [q for q in QNAMES if qf[q]["lo"] > 0 and qf[q]["value"] > loc.threshold_us[q]]

@@ -15,8 +15,9 @@ for a server busy with other requests (also at 1 - alpha/2): what is left, its s
 batch's formation (the batcher's hold, batch-mates arriving), is the request's own path, and the
 queue's trajectory, which swings the latency tail of a few hundred requests from run to run, is
 not in it; it counts only where the gap at equal traffic is not below zero (a longer hold can
-fill batches and shorten the queue: the queue gives it back). A gap past the threshold whose interval includes zero is "inconclusive" (too few
-requests to tell, with how many would), not "no regression". Outcomes: "regression", "no regression" or "inconclusive",
+fill batches and shorten the queue: the queue gives it back). A gap past the threshold whose
+interval includes zero is "inconclusive" (too few requests to tell, with how many would), not
+"no regression". Outcomes: "regression", "no regression" or "inconclusive",
 each with its reason; the intervals reported are the ones the decision used.
 """
 

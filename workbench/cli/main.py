@@ -168,7 +168,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     _running[0] = True
     try:
         code = _command(argv)
-        _running[0] = False
     except BaseException as exc:
         signalled = interrupts.exit_code(exc)
         if signalled is None:
