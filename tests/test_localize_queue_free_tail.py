@@ -21,6 +21,7 @@ from accel.localize.trigger import TriggerPolicy, decide
 from accel.ops import RequestArrays
 from accel.profiles import get_profile
 from accel.queueing import lindley_waits_sorted
+from accel.stats import hodges_lehmann_ci
 
 # profsim, h100, one request served at a time: +4.4x post-processing (assembly). At 400
 # requests the p95/p99 intervals, observed and at equal traffic, include zero.
@@ -89,7 +90,7 @@ def test_a_slower_assembly_hidden_by_the_queue_is_found_in_the_queue_free_tail(
     assert eq["fired"]["value"] == 0.0 and all(eq[q]["lo"] <= 0 for q in QNAMES)
     assert loc.outcome == "regression" and "in the queue-free tail" in loc.outcome_reason
     assert st["fired"]["value"] == 1.0
-    assert any(st[q]["lo"] > 0 and st[q]["value"] > loc.threshold_us[q] for q in QNAMES)
+    assert any(st[q]["lo"] > 0 and st[q]["value"] > st["threshold_us"][q] for q in QNAMES)
     # The verdict prints the interval it fired on.
     assert f"CI {st['p95']['lo']:+.0f}..{st['p95']['hi']:+.0f}" in loc.outcome_reason
     assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
@@ -114,8 +115,8 @@ def test_a_slower_admission_hidden_by_the_queue_is_found_in_the_queue_free_tail(
     assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
     fq, cq = observed_queue(f.requests), observed_queue(c.requests)
     for q, name in zip(QS, QNAMES, strict=True):
-        assert at_q(fq.service, q) - at_q(cq.service, q) < loc.threshold_us[name]
-        assert loc.queue_free_tail[name]["lo"] > loc.threshold_us[name]
+        assert at_q(fq.service, q) - at_q(cq.service, q) < loc.queue_free_tail["threshold_us"][name]
+        assert loc.queue_free_tail[name]["lo"] > loc.queue_free_tail["threshold_us"][name]
 
 
 def test_a_hold_the_queue_gives_back_is_not_called_a_regression(tmp_path: Path) -> None:
@@ -126,7 +127,7 @@ def test_a_hold_the_queue_gives_back_is_not_called_a_regression(tmp_path: Path) 
     f, c, _ = _runs(tmp_path, "none", 673297, "store", "continuous", 2870, TPU)
     loc = localize(f, c, TPU)
     qf, eq = loc.queue_free_tail, loc.equal_traffic
-    passed = [q for q in QNAMES if qf[q]["lo"] > 0 and qf[q]["value"] > loc.threshold_us[q]]
+    passed = [q for q in QNAMES if qf[q]["lo"] > 0 and qf[q]["value"] > qf["threshold_us"][q]]
     assert passed and all(eq[q]["value"] < 0 for q in passed)
     assert loc.outcome == "inconclusive" and qf["fired"]["value"] == 0.0
     assert "at equal traffic the queue gives it back" in loc.outcome_reason
@@ -139,6 +140,9 @@ def test_the_triage_and_the_app_print_the_queue_free_tail(tmp_path: Path, capsys
         tmp_path / "store", capsys, "queue_free_tail", "in the queue-free tail"
     )
     assert (doc["origin_stage"], doc["mechanism"]) == ("assembly", "assembly")
+    assert doc["explained_share_method"].endswith(
+        "of the queue-free tail's gap, re-run without the queue"
+    )
 
 
 def test_the_closure_summary_shows_the_queue_free_tail(tmp_path: Path, capsys: Any) -> None:
@@ -148,3 +152,43 @@ def test_the_closure_summary_shows_the_queue_free_tail(tmp_path: Path, capsys: A
     md = check_exported_reading(tmp_path / "store", capsys, "queue_free_tail", "queue-free tail",
                                 "in the queue-free tail")  # fmt: skip
     assert "queue-free tail: triage: block bootstrap of each request's latency minus" in md
+
+
+@pytest.mark.parametrize("layout", ["store", "events"])
+def test_a_fault_the_queue_turned_around_is_localized_in_the_queue_free_tail(
+    tmp_path: Path, layout: str
+) -> None:
+    # profsim, tpu-v5e, one request served at a time: a fusion that spills (+2.5x its memory
+    # traffic). At 400 requests the comparator's queue happened to run longer, so the observed
+    # gaps are below zero; the queue-free tail grew by more than 5% of the comparator's
+    # queue-free quantile but less than 5% of its latency's. Weighed against the observed gaps,
+    # no evidence explained anything and the manifest stage (execution) was named; in the
+    # events layout the ingress residual (its queue re-run from events alone) was.
+    f, c, pair = _runs(tmp_path, "fusion_memory_burst", 522864, layout, "serial", hw=TPU)
+    loc = localize(f, c, TPU)
+    qf = loc.queue_free_tail
+    assert loc.p95_gap_us < 0 and loc.p99_gap_us < 0
+    assert loc.outcome == "regression" and qf["fired"]["value"] == 1.0
+    cq = observed_queue(c.requests)
+    own = cq.service + cq.formation_us
+    for q, name in zip(QS, QNAMES, strict=True):
+        assert qf["threshold_us"][name] == pytest.approx(0.05 * at_q(own, q))
+        assert qf["threshold_us"][name] < qf[name]["value"] < loc.threshold_us[name]
+    weighed = next(c for c in loc.claims if c.method == "queue-free re-run (requeue.unqueued)")
+    assert weighed.numbers["queue_free_p95_gap_us"] == qf["p95"]["value"]
+    assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
+
+
+def test_in_the_queue_free_tail_ingress_is_tested_on_its_batchs_formation(tmp_path: Path) -> None:
+    # profsim, tpu-v5e, continuous batching, batch_policy: found in the queue-free tail. There
+    # the ingress evidence is the shift of each request's batch formation (the queue is not in
+    # the reading, so neither is the ingress residual of the queue re-run).
+    f, c, pair = _runs(tmp_path, "batch_policy", 627783, "store", "continuous", hw=TPU)
+    loc = localize(f, c, TPU)
+    assert loc.queue_free_tail["fired"]["value"] == 1.0 and loc.decided_by == "residual"
+    assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
+    claim = next(c for c in loc.claims if c.text.startswith("ingress (its batch's formation"))
+    fq, cq = observed_queue(f.requests), observed_queue(c.requests)
+    assert claim.numbers["hl_us"] == pytest.approx(
+        hodges_lehmann_ci(fq.formation_us, cq.formation_us)[0]
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from localize_pieces import requests, sequential_batches
 
-from accel.localize.requeue import observed_queue, reproduction, requeue
+from accel.localize.requeue import observed_queue, reproduction, requeue, unqueued
 from accel.queueing import batched_waits
 
 
@@ -122,3 +122,23 @@ def test_continuous_batching_is_a_server_with_slots_and_savings_free_them_early(
     truth = _slots_fifo(arrival, service - 40.0, c)
     np.testing.assert_allclose(requeue(q, faster), truth, rtol=1e-6, atol=1e-6)
     assert np.quantile(truth, 0.95) < np.quantile(latency, 0.95) - 40.0  # waits shrank too
+
+
+def test_unqueued_gives_each_request_its_service_and_formation_under_any_service() -> None:
+    # Batches of 4 served in turn, under load: queue, formation and mates waits all occur.
+    n, size = 400, 4
+    arrival = _arrivals(n, 80.0, seed=3)
+    service = np.random.default_rng(4).uniform(40.0, 80.0, n)
+    latency, bid, _ = sequential_batches(arrival, service, size)
+    req = requests(arrival, latency, service, batch_id=bid)
+    q = observed_queue(req)
+    assert (q.queue_us > 0).mean() > 0.1 and (q.formation_us > 0).mean() > 0.1
+    free = unqueued(q)
+    np.testing.assert_allclose(requeue(free, req.stage_us), q.service + q.formation_us, atol=1e-6)
+    # A saving reaches only the request that made it: no request waits behind another.
+    faster = req.stage_us.copy()
+    faster[7, 3] -= 30.0
+    moved = requeue(free, faster) - requeue(free, req.stage_us)
+    np.testing.assert_allclose(moved, np.where(np.arange(n) == 7, -30.0, 0.0), atol=1e-6)
+    # Through the observed queue the same saving moves later requests too.
+    assert np.count_nonzero(np.abs(requeue(q, faster) - requeue(q, req.stage_us)) > 1e-6) > 1

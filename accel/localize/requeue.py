@@ -210,6 +210,10 @@ def requeue(qu: QueueState, stage_us: F64) -> F64:
         return np.zeros(0, dtype=np.float64)
     length = np.zeros(nj)
     np.maximum.at(length, qu.job, offset)
+    if qu.slots >= nj:
+        # A slot for every job (unqueued): none waits for another.
+        jstart = qu.anchor + qu.job_hold
+        return np.asarray(jstart[qu.job] + offset - qu.arrival, dtype=np.float64)
     if qu.slots > 1:
         # Several jobs at once (continuous batching): one step per job, a heap of slots.
         jend = _run_slots(qu.anchor, qu.job_hold, length, qu.slots)[0]
@@ -221,6 +225,21 @@ def requeue(qu: QueueState, stage_us: F64) -> F64:
     jend = big_g + np.maximum.accumulate(qu.anchor - prev_g)
     jstart = jend - length
     return np.asarray(jstart[qu.job] + offset - qu.arrival, dtype=np.float64)
+
+
+def unqueued(qu: QueueState) -> QueueState:
+    """The run with a server free for every request: each starts once its batch has formed, so
+    requeue gives its queue-free latency (service plus formation) under any service. The
+    observed waits (hold, formation, queue, mates) are kept as they were."""
+    n = qu.arrival.size
+    return replace(
+        qu,
+        job=np.arange(n, dtype=np.int64),
+        offset=qu.service.copy(),
+        anchor=qu.arrival + qu.formation_us,
+        slots=max(n, 1),
+        job_hold=np.zeros(n),
+    )
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ def residual_shifts(
     queues: tuple[QueueState, QueueState],
     base_lat: F64,
     gaps: dict[str, float],
+    ingress_own: tuple[F64, F64] | None = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, F64]]:
     """Per stage: the residual shift of failing over comparator (Mann-Whitney p, Hodges-Lehmann
     with CI) and the share of the tail gap that removing the shift from the stage takes away;
@@ -90,14 +91,17 @@ def residual_shifts(
 
     Batch-level stages are tested once per batch (`heads`): members share them. Ingress is
     tested without its waits for the server and for batch-mates served first: those grow with
-    any slower service downstream, which the queue re-run already carries."""
+    any slower service downstream, which the queue re-run already carries. `ingress_own`: what
+    ingress is tested on instead (per request of each run), and the most removed from it."""
     res_f, res_c = res
     f_heads, c_heads = heads
     fq, cq = queues
     out: dict[str, dict[str, float]] = {}
     cfs: dict[str, F64] = {}
     for i, s in enumerate(STAGES):
-        if i == INGRESS:
+        if i == INGRESS and ingress_own is not None:
+            a, b = ingress_own
+        elif i == INGRESS:
             a = res_f[:, i] - (fq.queue_us + fq.mates_us)
             b = res_c[:, i] - (cq.queue_us + cq.mates_us)
         else:
@@ -108,7 +112,8 @@ def residual_shifts(
         cf = f_stage.copy()
         shift = max(hl, 0.0) if math.isfinite(hl) else 0.0
         if i == INGRESS:
-            cf_lat = base_lat - np.minimum(shift, f_stage[:, i])
+            most = f_stage[:, i] if ingress_own is None else ingress_own[0]
+            cf_lat = base_lat - np.minimum(shift, most)
         else:
             cf[:, i] = np.maximum(f_stage[:, i] - shift, 0.0)
             cf_lat = requeue(fq, cf)

@@ -253,14 +253,18 @@ def plan_swaps(
     base_lat: F64,
     gaps: dict[str, float],
     swap: SwapInputs,
+    through: QueueState | None = None,
 ) -> tuple[dict[str, tuple[F64, F64]], dict[str, float], bool, list[str]]:
     """Per plan stage (ingress, lowering, scheduling): the failing latency it is compared with
     and the failing latency under the comparator's decisions for that stage; the mean share of
     the tail gap each lowering part (compile, kernel, fusion) removes; whether the ops could be
     matched (False: ops carry no names, so only the ingress swap was made); and notes on swaps
-    left out (the ingress swap when the simulated batcher does not reproduce the runs)."""
+    left out (the ingress swap when the simulated batcher does not reproduce the runs).
+    `through`: the queue the lowering and scheduling swaps are re-run through (default: the
+    failing run's observed one; the batch-policy swap always simulates the observed runs)."""
     fr, cr = failing.requests, comparator.requests
     fq, cq = queues
+    rq = fq if through is None else through
     n_req = fr.size
     out: dict[str, tuple[F64, F64]] = {}
     parts: dict[str, float] = {}
@@ -281,7 +285,7 @@ def plan_swaps(
         d = deltas[part]
         cf = f_stage.copy()
         cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
-        cf_lat = requeue(fq, cf)
+        cf_lat = requeue(rq, cf)
         if part == "all":
             out["lowering"] = (base_lat, cf_lat)
         else:
@@ -291,5 +295,5 @@ def plan_swaps(
     )
     cf = f_stage.copy()
     cf[:, :5] = np.maximum(f_stage[:, :5] + d, 0.0)
-    out["scheduling"] = (base_lat, requeue(fq, cf))
+    out["scheduling"] = (base_lat, requeue(rq, cf))
     return out, parts, True, notes

@@ -14,8 +14,9 @@ not fire either, the same rule reads the queue-free tail, each request's latency
 for a server busy with other requests (also at 1 - alpha/2): what is left, its service and its
 batch's formation (the batcher's hold, batch-mates arriving), is the request's own path, and the
 queue's trajectory, which swings the latency tail of a few hundred requests from run to run, is
-not in it; it counts only where the gap at equal traffic is not below zero (a longer hold can
-fill batches and shorten the queue: the queue gives it back). A gap past the threshold whose
+not in it; its practical threshold is the same share of the comparator's queue-free quantile,
+and it counts only where the gap at equal traffic is not below zero (a longer hold can fill
+batches and shorten the queue: the queue gives it back). A gap past the threshold whose
 interval includes zero is "inconclusive" (too few requests to tell, with how many would), not
 "no regression". Outcomes: "regression", "no regression" or "inconclusive",
 each with its reason; the intervals reported are the ones the decision used.
@@ -96,6 +97,8 @@ class Trigger:
     # the queue-free tail's gaps, when they were read (see TriggerPolicy.queue_free_tail)
     queue_free_tail: TailGaps | None = None
     at_queue_free_tail: bool = False  # fired on them, not on the observed or equal-traffic gaps
+    # their practical thresholds: the policy's share of the comparator's queue-free quantile
+    queue_free_threshold_us: dict[str, float] = field(default_factory=dict)
 
     @property
     def regression(self) -> bool:
@@ -243,13 +246,18 @@ def decide(
     queue_free: TailGaps | None = None
     own_queue_free: F64 | None = None  # the comparator's, for its check below
     given_back: list[str] = []  # quantiles where it passes the rule but equal traffic is < 0
+    qf_limit: dict[str, float] = {}
     if further and not fired and queues is not None and policy.queue_free_tail:
         # Where equal traffic did not fire either; at (1 - alpha / 2) as it. On profsim's A/A
         # pairs it fired on none that the other two had not (bench/localize.py).
         own_queue_free = _queue_free_in_arrival_order(queues[1])
         mine = _queue_free_in_arrival_order(queues[0])
         queue_free = tail_gaps(mine, own_queue_free, n_boot, seed + 53, policy.alpha / 2)
-        held = _fired(queue_free, limit)
+        # The reading's own scale: a share of the comparator's queue-free quantile, as the
+        # observed gaps take a share of its latency's (where the queue reaches the tail, the
+        # latency's is mostly the queue, which this reading sets aside).
+        qf_limit, _ = thresholds(own_queue_free, policy)
+        held = _fired(queue_free, qf_limit)
         # A batcher that holds requests longer can fill batches and shorten the queue: where
         # the gap at equal traffic, queue included, is below zero, the queue gives it back.
         fired = [q for q in held if equal is None or equal.gap[q] >= 0]
@@ -263,7 +271,7 @@ def decide(
         needed: int | None = None,
     ) -> Trigger:
         return Trigger(outcome, reason, tg, limit, basis, fired, halves or {}, needed, equal,
-                       at_equal, queue_free, at_queue_free)  # fmt: skip
+                       at_equal, queue_free, at_queue_free, qf_limit)  # fmt: skip
 
     if n < policy.min_requests:
         return make(INCONCLUSIVE, f"too few requests ({n} < {policy.min_requests} in a run)")
@@ -290,9 +298,11 @@ def decide(
             "other requests): "
             + "; ".join(
                 f"{q} gap {queue_free.gap[q]:+.0f} us ({1 - policy.alpha / 2:.1%} CI "
-                f"{queue_free.ci[q][0]:+.0f}..{queue_free.ci[q][1]:+.0f})"
+                f"{queue_free.ci[q][0]:+.0f}..{queue_free.ci[q][1]:+.0f}) vs threshold "
+                f"{qf_limit[q]:.0f} us"
                 for q in QNAMES
             )
+            + f" ({basis.replace('quantile', 'queue-free quantile')})"
         )
     if not fired:
         # A gap past the threshold whose interval still includes zero is not "no regression":
@@ -304,7 +314,8 @@ def decide(
             (q, g)
             for g in readings
             for q in QNAMES
-            if gap_outcome(g.gap[q], g.ci[q][0], limit[q]) != NO_REGRESSION
+            if gap_outcome(g.gap[q], g.ci[q][0], (qf_limit if g is queue_free else limit)[q])
+            != NO_REGRESSION
             and not (g is queue_free and q in given_back)
         ]
         back_text = ""
@@ -351,7 +362,7 @@ def decide(
         a_lim, _ = thresholds(first, policy)
         b_lim, _ = thresholds(second, policy)
         if at_queue_free:
-            a_lim = b_lim = limit
+            a_lim = b_lim = qf_limit
         for q in QNAMES:
             halves[f"{q}_gap_us"] = aa.gap[q]
             halves[f"{q}_lo_us"], halves[f"{q}_hi_us"] = aa.ci[q]

@@ -149,7 +149,9 @@ def queue_free_doc(trig: Trigger) -> dict[str, dict[str, float]]:
     st = trig.queue_free_tail
     if st is None:
         return {}
-    return _reading_doc(st.gap, st.ci, {"value": float(trig.at_queue_free_tail)})
+    doc = _reading_doc(st.gap, st.ci, {"value": float(trig.at_queue_free_tail)})
+    doc["threshold_us"] = dict(trig.queue_free_threshold_us)
+    return doc
 
 
 def queue_free_numbers(trig: Trigger) -> dict[str, float]:
@@ -160,4 +162,5 @@ def queue_free_numbers(trig: Trigger) -> dict[str, float]:
     return {
         "at_queue_free_tail": float(trig.at_queue_free_tail),
         **_reading_numbers("queue_free_tail", st.gap, st.ci),
+        **{f"{q}_queue_free_tail_threshold_us": v for q, v in trig.queue_free_threshold_us.items()},
     }

@@ -14,7 +14,9 @@ For a failing run against a comparator on one hardware profile:
      resamples of the requests that name the same origin; for a manifest stage whose own p95
      did not grow beyond noise, at most the share of the tail gap its growth accounts for.
 When the re-run does not reproduce the tail, only direct evidence is used (each request's own
-latency minus what it blames, no queue), and the confidence is capped at FALLBACK_CAP.
+latency minus what it blames, no queue), and the confidence is capped at FALLBACK_CAP. When the
+trigger fired in the queue-free tail, steps 3 and 4 weigh the evidence against that reading's
+gaps, each counterfactual re-run with a server free for every request (requeue.unqueued).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from accel.localize.requeue import (
     observed_queue,
     reproduction,
     requeue,
+    unqueued,
 )
 from accel.localize.residuals import Replayed, replayed, residual_shifts
 from accel.localize.swaps import plan_swaps
@@ -283,6 +286,26 @@ def _localize_triggered(
             **common,
         )
 
+    observed = (fq, cq)  # the batch-policy swap simulates the runs as they were
+    qf = trig.queue_free_tail
+    if trig.at_queue_free_tail and qf is not None and reproduced:
+        # Fired in the queue-free tail: the evidence is weighed there, against its gaps, each
+        # counterfactual re-run with a server free for every request. The observed gaps, swung
+        # by the queue, can be below zero and would leave every share at zero.
+        fq, cq = unqueued(fq), unqueued(cq)
+        lf, lc = fq.service + fq.formation_us, cq.service + cq.formation_us
+        gaps = qf.gap
+        base_lat = requeue(fq, f_stage)
+        claims.append(
+            Claim(
+                "the evidence is weighed in the queue-free tail, where the regression was "
+                f"found: shares are of its p95/p99 gaps ({gaps['p95']:+.0f} / "
+                f"{gaps['p99']:+.0f} us), each counterfactual re-run without the queue",
+                {"queue_free_p95_gap_us": gaps["p95"], "queue_free_p99_gap_us": gaps["p99"]},
+                "queue-free re-run (requeue.unqueued)",
+            )
+        )
+
     # One replay at a time, dropped once its residuals are out: each holds per-op costs.
     rep_f = replays[0] or replayed(failing, hw)
     rep_c = replays[1] or replayed(comparator, hw)
@@ -293,6 +316,8 @@ def _localize_triggered(
         (fq, cq),
         base_lat,
         gaps,
+        # without the queue, ingress is the batch's formation: the batcher's hold, mates arriving
+        (fq.formation_us, cq.formation_us) if fq is not observed[0] else None,
     )
     cands: list[Candidate] = []
     parts: dict[str, float] = {}
@@ -301,7 +326,7 @@ def _localize_triggered(
     if method == "full" and reproduced:
         swap = swap or swap_inputs(failing, comparator)
         swapped, parts, matched, notes = plan_swaps(
-            failing, comparator, f_stage, (fq, cq), base_lat, gaps, swap
+            failing, comparator, f_stage, observed, base_lat, gaps, swap, through=fq
         )
         claims.extend(Claim(note, {}, "batch-policy swap (simulated batcher)") for note in notes)
         if not matched:
@@ -383,7 +408,7 @@ def _localize_triggered(
             mech = "graph_break"
     else:
         mech = mechanism_of(origin, failing, comparator, parts, scores)
-    secondary = secondary_of(fq, cq, mech, gaps)
+    secondary = secondary_of(*observed, mech, trig.gaps.gap)
     agreement = origin_agreement(cands, lf, lc, own_f, own_c, origin, seed=seed)
     conf = agreement if reproduced else min(agreement, FALLBACK_CAP)
     cap, tail_ci = math.nan, (math.nan, math.nan)
@@ -407,6 +432,7 @@ def _localize_triggered(
             residual_shift,
             manifest_gap,
             cands[decision.candidate].label if decision.candidate >= 0 else "",
+            formation=fq is not observed[0],
         )
     )
     claims.append(

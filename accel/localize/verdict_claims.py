@@ -15,8 +15,10 @@ def verdict_claims(
     residual: dict[str, dict[str, float]],
     manifest_gap: dict[str, float],
     label: str,
+    formation: bool = False,
 ) -> list[Claim]:
-    """What decided the origin, and where the time shows up, as claims."""
+    """What decided the origin, and where the time shows up, as claims; `formation`: ingress
+    was tested on its batch's formation (the queue-free reading), not on the model's residual."""
     out = []
     if decided_by == "plan_swap":
         sh = explained[origin]
@@ -30,9 +32,15 @@ def verdict_claims(
         )
     elif decided_by == "residual":
         r = residual[origin]
+        what = (
+            "ingress (its batch's formation: the batcher's hold, batch-mates arriving) takes "
+            "longer than the comparator's by"
+            if formation and origin == "ingress"
+            else f"{origin} runs slower than the model predicts by"
+        )
         out.append(
             Claim(
-                f"{origin} runs slower than the model predicts by {r['hl_us']:.0f} us "
+                f"{what} {r['hl_us']:.0f} us "
                 f"(Hodges-Lehmann, 95% CI {r['hl_lo_us']:.0f}..{r['hl_hi_us']:.0f}, "
                 f"Mann-Whitney p={r['p_value']:.2g}); it accounts for {r['p95_share']:.0%} "
                 "of the p95 gap",

@@ -344,6 +344,8 @@ def _triage(
     }
     origin_share = share_by_stage.get(loc.origin_stage or "", {}).get("p99", math.nan)
     share_method = "plan swap of the origin stage"
+    if (loc.queue_free_tail.get("fired") or {}).get("value") == 1.0:
+        share_method += "; of the queue-free tail's gap, re-run without the queue"
 
     step("claims", 0.9)
     tables["shape_buckets"] = EvidenceTable("shape_buckets", bucket_params, buckets)
