@@ -35,7 +35,7 @@ from accel.block_bootstrap import block_bootstrap_quantile_diffs, block_length
 from accel.localize.equal_traffic import EqualTraffic, equal_traffic_gaps
 from accel.localize.gaps import QNAMES, QS, at_q
 from accel.localize.queue_bootstrap import queue_gap_intervals
-from accel.localize.requeue import QueueState, same_arrival_rate
+from accel.localize.requeue import QueueState, queue_free, same_arrival_rate
 from accel.ops import F64
 
 REGRESSION: Final[str] = "regression"
@@ -194,12 +194,9 @@ def _more_requests(needed: int | None) -> str:
 
 
 def _queue_free_in_arrival_order(q: QueueState) -> F64:
-    """A run's latency per request minus its waits for a server busy with other requests (its
-    service and its batch's formation remain), in arrival order, as tail_gaps reads latencies."""
-    # Batch-mates served first are left out with the queue: their share is a request's place
-    # in its batch, which swings from run to run as the queue does.
-    own = q.service + q.formation_us
-    return np.asarray(own[np.argsort(q.arrival, kind="stable")], dtype=np.float64)
+    """A run's queue-free latencies (requeue.queue_free) in arrival order, as tail_gaps reads
+    latencies."""
+    return queue_free(q)[np.argsort(q.arrival, kind="stable")]
 
 
 def decide(

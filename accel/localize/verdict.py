@@ -49,6 +49,7 @@ from accel.localize.requeue import (
     Reproduction,
     batch_heads,
     observed_queue,
+    queue_free,
     reproduction,
     requeue,
     unqueued,
@@ -288,12 +289,13 @@ def _localize_triggered(
 
     observed = (fq, cq)  # the batch-policy swap simulates the runs as they were
     qf = trig.queue_free_tail
-    if trig.at_queue_free_tail and qf is not None and reproduced:
+    in_queue_free = trig.at_queue_free_tail and qf is not None and reproduced
+    if in_queue_free and qf is not None:
         # Fired in the queue-free tail: the evidence is weighed there, against its gaps, each
         # counterfactual re-run with a server free for every request. The observed gaps, swung
         # by the queue, can be below zero and would leave every share at zero.
         fq, cq = unqueued(fq), unqueued(cq)
-        lf, lc = fq.service + fq.formation_us, cq.service + cq.formation_us
+        lf, lc = queue_free(fq), queue_free(cq)
         gaps = qf.gap
         base_lat = requeue(fq, f_stage)
         claims.append(
@@ -317,7 +319,7 @@ def _localize_triggered(
         base_lat,
         gaps,
         # without the queue, ingress is the batch's formation: the batcher's hold, mates arriving
-        (fq.formation_us, cq.formation_us) if fq is not observed[0] else None,
+        (fq.formation_us, cq.formation_us) if in_queue_free else None,
     )
     cands: list[Candidate] = []
     parts: dict[str, float] = {}
@@ -432,7 +434,7 @@ def _localize_triggered(
             residual_shift,
             manifest_gap,
             cands[decision.candidate].label if decision.candidate >= 0 else "",
-            formation=fq is not observed[0],
+            formation=in_queue_free,
         )
     )
     claims.append(
