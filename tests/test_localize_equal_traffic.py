@@ -117,6 +117,7 @@ def check_exported_reading(store: Path, capsys: Any, key: str, metric: str, word
     from test_export_summary import check_schema
 
     from workbench.cli.main import main
+    from workbench.triage.brief import READINGS
 
     at = ["--store", str(store)]
     assert main(["incident", "new", *at, "--title", "t", "--id", "INC-r"]) == 0
@@ -130,7 +131,7 @@ def check_exported_reading(store: Path, capsys: Any, key: str, metric: str, word
     check_schema(doc)
     rows = {(r["metric"], r["quantile"]): r for r in doc["impact"]["rows"]}
     # one reading fired, and only its rows are there
-    assert {m for m, _ in rows} & {"end-to-end at equal traffic", "queue-free tail"} == {metric}
+    assert {m for m, _ in rows} & {m for _, m, _, _ in READINGS} == {metric}
     for q in QNAMES:
         observed, row = rows["end-to-end", q], rows[metric, q]
         assert observed["ci_low_us"] <= 0 <= observed["ci_high_us"]

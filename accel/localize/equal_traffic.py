@@ -24,7 +24,8 @@ from accel.ops import F64
 
 @dataclass(frozen=True)
 class EqualTraffic:
-    """Per quantile name: the replayed gap at equal traffic and its interval."""
+    """Per quantile name: a replayed gap (at equal traffic, or of a change of load) and its
+    interval."""
 
     gap: dict[str, float]
     ci: dict[str, tuple[float, float]]
@@ -48,6 +49,12 @@ def equal_traffic_gaps(
     d = replayed_quantiles(failing, qs, replays, rng, gap_u) - replayed_quantiles(
         comparator, qs, replays, rng, gap_u
     )
+    return replayed_gaps(d, names, alpha, replays)
+
+
+def replayed_gaps(d: F64, names: Sequence[str], alpha: float, replays: int) -> EqualTraffic:
+    """Per quantile name (a column of d, the replays' differences): the median difference and
+    its (1 - alpha) percentile interval."""
     gap: dict[str, float] = {}
     ci: dict[str, tuple[float, float]] = {}
     for j, name in enumerate(names):

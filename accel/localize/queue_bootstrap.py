@@ -119,11 +119,13 @@ def replayed_quantiles(
     n_boot: int,
     rng: np.random.Generator,
     gap_u: F64 | None = None,
+    gap_scale: F64 | None = None,
 ) -> F64:
     """(n_boot, len(qs)): the quantiles qs of the latencies of n_boot replays of the run, each
     with as many jobs as the run, drawn with replacement, and as many anchor gaps, drawn
     independently with replacement (or at the quantiles gap_u (n_boot, >= jobs) of the run's
-    gaps: replays of two runs given one gap_u meet the same traffic, up to its distribution)."""
+    gaps: replays of two runs given one gap_u meet the same traffic, up to its distribution),
+    each replay's gaps times its gap_scale (n_boot,) when given: the traffic at another rate."""
     nj = qu.n_jobs
     if nj < 2:
         return np.full((n_boot, len(qs)), np.nan)
@@ -143,6 +145,8 @@ def replayed_quantiles(
                 (gap_u[s : s + rows, :nj] * gaps.size).astype(np.int64), gaps.size - 1
             )
         step = ranked[pick]
+        if gap_scale is not None:
+            step *= gap_scale[s : s + rows, None]
         step[:, 0] = 0.0
         draws.append((jobs, np.cumsum(step, axis=1)))
     if qu.slots > 1:

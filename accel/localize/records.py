@@ -66,6 +66,9 @@ class Localization:
     # the same of the queue-free tail (latency minus the waits for a busy server; see
     # trigger.TriggerPolicy)
     queue_free_tail: dict[str, dict[str, float]] = field(default_factory=dict)
+    # the same of the change of load (the comparator's service at the failing run's arrival
+    # rate and at its own; "fired" also holds the rate ratio)
+    load_change: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class _Common(TypedDict):
@@ -86,4 +89,5 @@ class _Common(TypedDict):
     threshold_basis: str
     equal_traffic: dict[str, dict[str, float]]
     queue_free_tail: dict[str, dict[str, float]]
+    load_change: dict[str, dict[str, float]]
     hardware_gap: dict[str, dict[str, float]]

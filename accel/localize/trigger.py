@@ -16,7 +16,10 @@ batch's formation (the batcher's hold, batch-mates arriving), is the request's o
 queue's trajectory, which swings the latency tail of a few hundred requests from run to run, is
 not in it; its practical threshold is the same share of the comparator's queue-free quantile,
 and it counts only where the gap at equal traffic is not below zero (a longer hold can fill
-batches and shorten the queue: the queue gives it back). A gap past the threshold whose
+batches and shorten the queue: the queue gives it back). Where the failing run's requests
+arrive significantly faster instead, the same rule reads the gap that change of load makes
+(load_change.py: the comparator's own service replayed at both rates, on the same jobs and
+traffic, at 1 - alpha/2), where the observed gap passes the threshold too. A gap past the threshold whose
 interval includes zero is "inconclusive" (too few requests to tell, with how many would), not
 "no regression". Outcomes: "regression", "no regression" or "inconclusive",
 each with its reason; the intervals reported are the ones the decision used.
@@ -34,8 +37,9 @@ import numpy as np
 from accel.block_bootstrap import block_bootstrap_quantile_diffs, block_length
 from accel.localize.equal_traffic import EqualTraffic, equal_traffic_gaps
 from accel.localize.gaps import QNAMES, QS, at_q
+from accel.localize.load_change import load_gaps
 from accel.localize.queue_bootstrap import queue_gap_intervals
-from accel.localize.requeue import QueueState, queue_free, same_arrival_rate
+from accel.localize.requeue import QueueState, arrival_rate, queue_free, same_arrival_rate
 from accel.ops import F64
 
 REGRESSION: Final[str] = "regression"
@@ -64,6 +68,9 @@ class TriggerPolicy:
     # there too, when neither fired, read the queue-free tail (each request's latency minus its
     # waits for a server busy with other requests) by the same rule
     queue_free_tail: bool = True
+    # where the queue reaches the tail and the failing run's requests arrive significantly
+    # faster, read the gap that change of load makes (load_change.py) by the same rule
+    load_change: bool = True
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,11 @@ class Trigger:
     at_queue_free_tail: bool = False  # fired on them, not on the observed or equal-traffic gaps
     # their practical thresholds: the policy's share of the comparator's queue-free quantile
     queue_free_threshold_us: dict[str, float] = field(default_factory=dict)
+    # the gaps the change of load makes, when they were read (see TriggerPolicy.load_change),
+    # and the failing run's arrival rate over the comparator's
+    load_change: EqualTraffic | None = None
+    at_load_change: bool = False  # fired on them (the observed gaps past the threshold)
+    rate_ratio: float = math.nan
 
     @property
     def regression(self) -> bool:
@@ -260,6 +272,29 @@ def decide(
         fired = [q for q in held if equal is None or equal.gap[q] >= 0]
         given_back = [q for q in held if q not in fired]
     at_queue_free = bool(fired) and queue_free is not None
+    load: EqualTraffic | None = None
+    ratio = math.nan
+    if (
+        not fired
+        and queues is not None
+        and n >= policy.min_requests
+        and not context
+        and policy.load_change
+        and not same_arrival_rate(queues[0].arrival, queues[1].arrival, policy.alpha)
+        and arrival_rate(queues[0].arrival) > arrival_rate(queues[1].arrival)
+    ):
+        # The failing run got more traffic. The observed gaps mix two draws of the queue's
+        # trajectory; the comparator's own service at both rates isolates what the load does
+        # (at 1 - alpha / 2, a further reading). It counts where the observed gap passes the
+        # threshold too: the load explains a regression the requests show, not one they do not.
+        load, ratio = load_gaps(*queues, QS, QNAMES, n_boot, seed + 67, policy.alpha / 2)
+        fired = [
+            q
+            for q in QNAMES
+            if tg.gap[q] > limit[q]
+            and gap_outcome(load.gap[q], load.ci[q][0], limit[q]) == REGRESSION
+        ]
+    at_load = bool(fired) and load is not None
 
     def make(
         outcome: str,
@@ -268,7 +303,8 @@ def decide(
         needed: int | None = None,
     ) -> Trigger:
         return Trigger(outcome, reason, tg, limit, basis, fired, halves or {}, needed, equal,
-                       at_equal, queue_free, at_queue_free, qf_limit)  # fmt: skip
+                       at_equal, queue_free, at_queue_free, qf_limit, load, at_load,
+                       ratio)  # fmt: skip
 
     if n < policy.min_requests:
         return make(INCONCLUSIVE, f"too few requests ({n} < {policy.min_requests} in a run)")
@@ -300,6 +336,17 @@ def decide(
                 for q in QNAMES
             )
             + f" ({basis.replace('quantile', 'queue-free quantile')})"
+        )
+    if load is not None:
+        gap_text += (
+            f"; at the failing run's load (its requests arrive {ratio:.2f}x as fast, "
+            "significantly; the comparator's service replayed at that rate and at its own, on the "
+            "same jobs and traffic): "
+            + "; ".join(
+                f"{q} gap {load.gap[q]:+.0f} us ({1 - policy.alpha / 2:.1%} CI "
+                f"{load.ci[q][0]:+.0f}..{load.ci[q][1]:+.0f})"
+                for q in QNAMES
+            )
         )
     if not fired:
         # A gap past the threshold whose interval still includes zero is not "no regression":
@@ -390,5 +437,12 @@ def decide(
             f" in the queue-free tail (the {observed} intervals do not confirm it: at this load "
             "the queue's trajectory swings the latency tail from run to run; the rest of each "
             "request's latency, its service and its batch's formation, is slower)"
+        )
+    if at_load:
+        how = (
+            f" with the load (the observed intervals do not confirm it: at this load the queue's "
+            f"trajectory swings the latency tail from run to run; the failing run's requests "
+            f"arrive {ratio:.2f}x as fast, and at that rate the comparator's own service queues "
+            "longer)"
         )
     return make(REGRESSION, f"{' and '.join(fired)} regressed{how}: {gap_text}", halves)

@@ -1,6 +1,6 @@
 """The trigger's claims and the verdict fields every outcome shares: the observed gaps with their
 intervals and thresholds, the trigger's outcome and reason, the gaps at equal traffic and of
-the queue-free tail when they were read, and the base re-run's reproduction, as the verdict states
+the queue-free tail or of the change of load when they were read, and the base re-run's reproduction, as the verdict states
 them."""
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def trigger_claims(
                 ),
                 **equal_numbers(trig),
                 **queue_free_numbers(trig),
+                **load_numbers(trig),
             },
             "trigger",
         ),
@@ -90,6 +91,7 @@ def trigger_claims(
         "hardware_gap": hw_doc,
         "equal_traffic": equal_doc(trig),
         "queue_free_tail": queue_free_doc(trig),
+        "load_change": load_doc(trig),
     }
     return claims, common
 
@@ -163,4 +165,30 @@ def queue_free_numbers(trig: Trigger) -> dict[str, float]:
         "at_queue_free_tail": float(trig.at_queue_free_tail),
         **_reading_numbers("queue_free_tail", st.gap, st.ci),
         **{f"{q}_queue_free_tail_threshold_us": v for q, v in trig.queue_free_threshold_us.items()},
+    }
+
+
+def load_doc(trig: Trigger) -> dict[str, dict[str, float]]:
+    """Localization.load_change of a trigger."""
+    lg = trig.load_change
+    if lg is None:
+        return {}
+    fired = {
+        "value": float(trig.at_load_change),
+        "replays": float(lg.replays),
+        "rate_ratio": trig.rate_ratio,
+    }
+    return _reading_doc(lg.gap, lg.ci, fired)
+
+
+def load_numbers(trig: Trigger) -> dict[str, float]:
+    """The gaps of the change of load as claim numbers (empty when they were not read)."""
+    lg = trig.load_change
+    if lg is None:
+        return {}
+    return {
+        "load_change_replays": float(lg.replays),
+        "at_load_change": float(trig.at_load_change),
+        "rate_ratio": trig.rate_ratio,
+        **_reading_numbers("load_change", lg.gap, lg.ci),
     }

@@ -13,7 +13,7 @@ import numpy as np
 
 from accel import stats
 from accel.stages import STAGES
-from workbench.triage.brief import EQUAL_METRIC, QUEUE_FREE_METRIC
+from workbench.triage.brief import EQUAL_METRIC, LOAD_METRIC, QUEUE_FREE_METRIC
 from workbench.triage.guardrails import RunSamples
 from workbench.triage.incident import Incident
 from workbench.triage.judge import CONFIDENCE, N_BOOT, SEED
@@ -65,10 +65,16 @@ QUEUE_FREE_INTERVAL: Final[str] = (
     "other requests (the verdict's reading; a further reading of the pair, so at half "
     "the error rate)"
 )
+LOAD_INTERVAL: Final[str] = (
+    "triage: the comparator's service replayed through the queue at the failing run's arrival "
+    "rate and at its own, on the same jobs and traffic (the verdict's reading; a further reading "
+    "of the pair, so at half the error rate)"
+)
 # Per reading the verdict can fire on: its claim-number prefix, fired flag, metric, interval.
 _READINGS: Final[tuple[tuple[str, str, str, str], ...]] = (
     ("equal_traffic", "at_equal_traffic", EQUAL_METRIC, EQUAL_INTERVAL),
     ("queue_free_tail", "at_queue_free_tail", QUEUE_FREE_METRIC, QUEUE_FREE_INTERVAL),
+    ("load_change", "at_load_change", LOAD_METRIC, LOAD_INTERVAL),
 )
 
 
@@ -100,7 +106,7 @@ def _with_recorded(row: dict[str, Any], tail: dict[str, Any]) -> dict[str, Any]:
 
 def recorded_reading(inc: Incident) -> dict[str, Any] | None:
     """The trigger claim's numbers when the verdict fired on a second reading of the pair (the
-    gaps at equal traffic, or of the queue-free tail)."""
+    gaps at equal traffic, of the queue-free tail, or of the change of load)."""
     claim = next((c for c in inc.claims if c.query == "replay:trigger"), None)
     if claim is None or not any(claim.numbers.get(f) == 1.0 for _, f, _, _ in _READINGS):
         return None

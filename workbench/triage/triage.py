@@ -139,6 +139,7 @@ def verdict_doc(loc: Localization) -> dict[str, Any]:
         "hardware_gap": loc.hardware_gap,
         "equal_traffic": loc.equal_traffic,
         "queue_free_tail": loc.queue_free_tail,
+        "load_change": loc.load_change,
     }
 
 
