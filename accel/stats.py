@@ -307,6 +307,16 @@ def dispersion_index(counts: ArrayLike) -> float:
     return max(1.0, float(c.var(ddof=1)) / float(c.mean()))
 
 
+def gap_dispersion(gaps: ArrayLike) -> float:
+    """A renewal process's count dispersion from its gaps: their squared coefficient of
+    variation (1 = Poisson), at least 1 (NaN-free)."""
+    g = clean(gaps)
+    m = float(g.mean()) if g.size else 0.0
+    if g.size < 2 or m <= 0:
+        return 1.0
+    return max(1.0, float(g.var(ddof=1)) / (m * m))
+
+
 def rate_diff_ci(
     k1: int,
     t1: float,

@@ -102,3 +102,32 @@ def test_a_load_surge_is_found_by_re_running_at_the_comparators_arrival_rate() -
         load_candidate(cr, fr, observed_queue(cr), cr.stage_us, cr.latency_us, True, 0.002, 0.3)
         is None
     )
+
+
+def test_the_load_evidence_tests_the_rates_and_widens_for_bursty_arrivals() -> None:
+    from localize_pieces import requests
+
+    from accel.localize.direct import load_candidate
+    from accel.localize.requeue import observed_queue, requeue
+    from accel.queueing import fifo_schedule
+    from accel.stats import gap_dispersion
+
+    def run(mean_gap: float, burst: float, seed: int):  # type: ignore[no-untyped-def]
+        # gaps of mean `mean_gap`: exponential (burst 1), or a mix of short and long ones whose
+        # squared coefficient of variation is about `burst`
+        rng = np.random.default_rng(seed)
+        # two-phase hyperexponential with balanced means
+        p = 0.5 * (1.0 + np.sqrt((burst - 1.0) / (burst + 1.0)))
+        first = rng.random(800) < p
+        scale = np.where(first, mean_gap / (2.0 * p), mean_gap / (2.0 * (1.0 - p)))
+        arrival = np.cumsum(rng.exponential(1.0, 800) * scale)
+        service = rng.uniform(30.0, 50.0, 800)
+        return requests(arrival, fifo_schedule(arrival, service).wait_us + service, service)
+
+    for burst, eligible in ((1.0, True), (6.0, False)):
+        fr, cr = run(100.0, burst, 1), run(125.0, burst, 2)  # 25% more arrivals
+        gaps = np.diff(np.sort(fr.arrival_us))
+        assert gap_dispersion(gaps) == pytest.approx(burst, rel=0.35, abs=0.15)
+        fq = observed_queue(fr)
+        cand = load_candidate(fr, cr, fq, fr.stage_us, requeue(fq, fr.stage_us), True, 0.002, 0.3)
+        assert cand is not None and cand.eligible == eligible
