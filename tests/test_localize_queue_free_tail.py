@@ -16,8 +16,8 @@ from test_localize_queue_bootstrap import PAIRS, _run
 
 from accel.localize import localize
 from accel.localize.gaps import QNAMES, QS, at_q
-from accel.localize.requeue import observed_queue
-from accel.localize.trigger import TriggerPolicy, decide
+from accel.localize.requeue import arrival_rate, observed_queue, queue_free
+from accel.localize.trigger import TriggerPolicy, decide, tail_gaps, thresholds
 from accel.ops import RequestArrays
 from accel.profiles import get_profile
 from accel.queueing import lindley_waits_sorted
@@ -192,3 +192,43 @@ def test_in_the_queue_free_tail_ingress_is_tested_on_its_batchs_formation(tmp_pa
     assert claim.numbers["hl_us"] == pytest.approx(
         hodges_lehmann_ci(fq.formation_us, cq.formation_us)[0]
     )
+
+
+@pytest.mark.parametrize("layout", ["store", "events"])
+def test_a_slower_service_at_a_lighter_load_is_found_in_its_service_tail(
+    tmp_path: Path, layout: str
+) -> None:
+    # profsim, tpu-v5e, one request served at a time: a quarter of the layer barriers stall
+    # for twice the layer's time. The failing run drew 0.84x the comparator's traffic, so
+    # neither equal traffic nor the queue-free tail with formation was read: inconclusive,
+    # the observed intervals including zero. Read on the service alone, it fires.
+    f, c, pair = _runs(tmp_path, "barrier_stall", 533787, layout, "serial", hw=TPU)
+    loc = localize(f, c, TPU)
+    qf = loc.queue_free_tail
+    assert loc.p95_gap_ci[0] <= 0 and loc.p99_gap_ci[0] <= 0 and loc.equal_traffic == {}
+    assert arrival_rate(f.requests.arrival_us) < arrival_rate(c.requests.arrival_us)
+    assert loc.outcome == "regression" and qf["fired"] == {"value": 1.0, "with_formation": 0.0}
+    assert "its batch's formation set aside: the failing run got less traffic" in loc.outcome_reason
+    cq = observed_queue(c.requests)
+    for q, name in zip(QS, QNAMES, strict=True):
+        assert qf["threshold_us"][name] == pytest.approx(0.05 * at_q(cq.service, q))
+    assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
+
+
+def test_a_lighter_load_alone_is_not_a_regression_of_the_queue_free_tail(tmp_path: Path) -> None:
+    # profsim, h100, one request served at a time, the runs of a 1.4x load increase given the
+    # other way round: the failing run got less traffic and the same service. Its batches
+    # waited longer for their mates (queue-free p99 with formation clear of zero and past the
+    # threshold); the service alone did not move.
+    c, f, _ = _runs(tmp_path, "queueing", 504030, "store", "serial")
+    fq, cq = observed_queue(f.requests), observed_queue(c.requests)
+    order_f, order_c = np.argsort(fq.arrival), np.argsort(cq.arrival)
+    with_formation = tail_gaps(
+        queue_free(fq)[order_f], queue_free(cq)[order_c], 200, 53, alpha=0.025
+    )
+    limit, _ = thresholds(queue_free(cq)[order_c], TriggerPolicy())
+    # the trigger's rule: past the threshold, its interval clear of zero
+    assert with_formation.gap["p99"] > limit["p99"] and with_formation.ci["p99"][0] > 0
+    loc = localize(f, c, HW)
+    assert loc.queue_free_tail["fired"] == {"value": 0.0, "with_formation": 0.0}
+    assert loc.outcome == "no regression"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from localize_pieces import requests, sequential_batches
 
-from accel.localize.requeue import observed_queue, reproduction, requeue, unqueued
+from accel.localize.requeue import observed_queue, queue_free, reproduction, requeue, unqueued
 from accel.queueing import batched_waits
 
 
@@ -142,3 +142,8 @@ def test_unqueued_gives_each_request_its_service_and_formation_under_any_service
     np.testing.assert_allclose(moved, np.where(np.arange(n) == 7, -30.0, 0.0), atol=1e-6)
     # Through the observed queue the same saving moves later requests too.
     assert np.count_nonzero(np.abs(requeue(q, faster) - requeue(q, req.stage_us)) > 1e-6) > 1
+    # Without formation (the service alone): each request's own service, under any service.
+    bare = unqueued(q, formation=False)
+    np.testing.assert_allclose(requeue(bare, req.stage_us), q.service, atol=1e-6)
+    np.testing.assert_allclose(queue_free(q, formation=False), q.service)
+    np.testing.assert_allclose(requeue(bare, faster) - q.service, moved, atol=1e-6)

@@ -227,24 +227,26 @@ def requeue(qu: QueueState, stage_us: F64) -> F64:
     return np.asarray(jstart[qu.job] + offset - qu.arrival, dtype=np.float64)
 
 
-def queue_free(qu: QueueState) -> F64:
+def queue_free(qu: QueueState, formation: bool = True) -> F64:
     """Per request: its latency minus its waits for a server busy with other requests (its
-    service and its batch's formation remain)."""
+    service and, unless `formation` is False, its batch's formation remain)."""
     # Batch-mates served first are left out with the queue: their share is a request's place
     # in its batch, which swings from run to run as the queue does.
+    if not formation:
+        return np.asarray(qu.service, dtype=np.float64)
     return np.asarray(qu.service + qu.formation_us, dtype=np.float64)
 
 
-def unqueued(qu: QueueState) -> QueueState:
-    """The run with a server free for every request: each starts once its batch has formed, so
-    requeue gives its queue_free latency under any service. The observed waits (hold,
-    formation, queue, mates) are kept as they were."""
+def unqueued(qu: QueueState, formation: bool = True) -> QueueState:
+    """The run with a server free for every request: each starts once its batch has formed (or
+    at once, without `formation`), so requeue gives its queue_free latency under any service.
+    The observed waits (hold, formation, queue, mates) are kept as they were."""
     n = qu.arrival.size
     return replace(
         qu,
         job=np.arange(n, dtype=np.int64),
         offset=qu.service.copy(),
-        anchor=qu.arrival + qu.formation_us,
+        anchor=qu.arrival + qu.formation_us if formation else qu.arrival.copy(),
         slots=max(n, 1),
         job_hold=np.zeros(n),
     )

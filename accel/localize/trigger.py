@@ -16,13 +16,16 @@ batch's formation (the batcher's hold, batch-mates arriving), is the request's o
 queue's trajectory, which swings the latency tail of a few hundred requests from run to run, is
 not in it; its practical threshold is the same share of the comparator's queue-free quantile,
 and it counts only where the gap at equal traffic is not below zero (a longer hold can fill
-batches and shorten the queue: the queue gives it back). Where the failing run's requests
-arrive significantly faster instead, the same rule reads the gap that change of load makes
-(load_change.py: the comparator's own service replayed at both rates, on the same jobs and
-traffic, at 1 - alpha/2), where the observed gap passes the threshold too. A gap past the threshold whose
-interval includes zero is "inconclusive" (too few requests to tell, with how many would), not
-"no regression". Outcomes: "regression", "no regression" or "inconclusive",
-each with its reason; the intervals reported are the ones the decision used.
+batches and shorten the queue: the queue gives it back). Where the arrival rates differ and
+the failing run got less traffic, the queue-free tail is read on the service alone (at that
+load its batches wait longer for their mates; a lighter load does not make the service
+slower). Where the failing run's requests arrive significantly faster instead, the same rule
+reads the gap that change of load makes (load_change.py: the comparator's own service
+replayed at both rates, on the same jobs and traffic, at 1 - alpha/2), where the observed gap
+passes the threshold too. A gap past the threshold whose interval includes zero is
+"inconclusive" (too few requests to tell, with how many would), not "no regression".
+Outcomes: "regression", "no regression" or "inconclusive", each with its reason; the
+intervals reported are the ones the decision used.
 """
 
 from __future__ import annotations
@@ -111,6 +114,9 @@ class Trigger:
     load_change: EqualTraffic | None = None
     at_load_change: bool = False  # fired on them (the observed gaps past the threshold)
     rate_ratio: float = math.nan
+    # the queue-free tail kept each batch's formation; without it (the failing run got less
+    # traffic) it is the service alone
+    queue_free_formation: bool = True
 
     @property
     def regression(self) -> bool:
@@ -205,10 +211,19 @@ def _more_requests(needed: int | None) -> str:
     return f"about {needed} requests a run would confirm a gap this size"
 
 
-def _queue_free_in_arrival_order(q: QueueState) -> F64:
+def _queue_free_in_arrival_order(q: QueueState, formation: bool) -> F64:
     """A run's queue-free latencies (requeue.queue_free) in arrival order, as tail_gaps reads
     latencies."""
-    return queue_free(q)[np.argsort(q.arrival, kind="stable")]
+    return queue_free(q, formation)[np.argsort(q.arrival, kind="stable")]
+
+
+def _arrivals(queues: tuple[QueueState, QueueState]) -> tuple[F64, F64]:
+    return queues[0].arrival, queues[1].arrival
+
+
+def _faster(failing: F64, comparator: F64) -> bool:
+    """Whether the failing run's requests arrived at a higher rate than the comparator's."""
+    return bool(arrival_rate(failing) > arrival_rate(comparator))
 
 
 def decide(
@@ -235,14 +250,13 @@ def decide(
     fired = _fired(tg, limit)
     equal: EqualTraffic | None = None
     n = min(lf.size, lc.size)
-    # Further readings where the queue model holds both runs and the arrival rates agree.
-    further = (
-        not fired
-        and queues is not None
-        and n >= policy.min_requests
-        and not context
-        and same_arrival_rate(queues[0].arrival, queues[1].arrival, policy.alpha)
-    )
+    # Further readings where the queue model holds both runs: at equal traffic and in the
+    # queue-free tail where the arrival rates agree; where they do not, at the failing run's
+    # load (it got more traffic) or in the service tail (less).
+    modelled = not fired and queues is not None and n >= policy.min_requests and not context
+    agree = modelled and queues is not None and same_arrival_rate(*_arrivals(queues), policy.alpha)
+    further = modelled and agree
+    faster = modelled and not agree and queues is not None and _faster(*_arrivals(queues))
     if further and queues is not None and policy.equal_traffic:
         # Near saturation two draws of one traffic queue differently; both services on the
         # same arrivals compare the service alone, by the same rule. A second reading of one
@@ -256,11 +270,15 @@ def decide(
     own_queue_free: F64 | None = None  # the comparator's, for its check below
     given_back: list[str] = []  # quantiles where it passes the rule but equal traffic is < 0
     qf_limit: dict[str, float] = {}
-    if further and not fired and queues is not None and policy.queue_free_tail:
+    # The failing run got less traffic: its batches waited longer for their mates, so the
+    # queue-free tail is read without formation, on the service alone (a lighter load does not
+    # make the service slower: fewer requests contend, batches are smaller).
+    lighter = modelled and not agree and not faster
+    if (further or lighter) and not fired and queues is not None and policy.queue_free_tail:
         # Where equal traffic did not fire either; at (1 - alpha / 2) as it. On profsim's A/A
         # pairs it fired on none that the other two had not (bench/localize.py).
-        own_queue_free = _queue_free_in_arrival_order(queues[1])
-        mine = _queue_free_in_arrival_order(queues[0])
+        own_queue_free = _queue_free_in_arrival_order(queues[1], not lighter)
+        mine = _queue_free_in_arrival_order(queues[0], not lighter)
         queue_free = tail_gaps(mine, own_queue_free, n_boot, seed + 53, policy.alpha / 2)
         # The reading's own scale: a share of the comparator's queue-free quantile, as the
         # observed gaps take a share of its latency's (where the queue reaches the tail, the
@@ -274,15 +292,7 @@ def decide(
     at_queue_free = bool(fired) and queue_free is not None
     load: EqualTraffic | None = None
     ratio = math.nan
-    if (
-        not fired
-        and queues is not None
-        and n >= policy.min_requests
-        and not context
-        and policy.load_change
-        and not same_arrival_rate(queues[0].arrival, queues[1].arrival, policy.alpha)
-        and arrival_rate(queues[0].arrival) > arrival_rate(queues[1].arrival)
-    ):
+    if faster and not fired and queues is not None and policy.load_change:
         # The failing run got more traffic. The observed gaps mix two draws of the queue's
         # trajectory; the comparator's own service at both rates isolates what the load does
         # (at 1 - alpha / 2, a further reading). It counts where the observed gap passes the
@@ -304,7 +314,7 @@ def decide(
     ) -> Trigger:
         return Trigger(outcome, reason, tg, limit, basis, fired, halves or {}, needed, equal,
                        at_equal, queue_free, at_queue_free, qf_limit, load, at_load,
-                       ratio)  # fmt: skip
+                       ratio, not lighter)  # fmt: skip
 
     if n < policy.min_requests:
         return make(INCONCLUSIVE, f"too few requests ({n} < {policy.min_requests} in a run)")
@@ -328,7 +338,14 @@ def decide(
     if queue_free is not None:
         gap_text += (
             "; queue-free tail (each request's latency minus its waits for a server busy with "
-            "other requests): "
+            "other requests"
+            + (
+                " and for its batch to form, which is longer where, as here, the failing run "
+                "got less traffic: the service alone"
+                if lighter
+                else ""
+            )
+            + "): "
             + "; ".join(
                 f"{q} gap {queue_free.gap[q]:+.0f} us ({1 - policy.alpha / 2:.1%} CI "
                 f"{queue_free.ci[q][0]:+.0f}..{queue_free.ci[q][1]:+.0f}) vs threshold "
@@ -436,7 +453,13 @@ def decide(
         how = (
             f" in the queue-free tail (the {observed} intervals do not confirm it: at this load "
             "the queue's trajectory swings the latency tail from run to run; the rest of each "
-            "request's latency, its service and its batch's formation, is slower)"
+            "request's latency, "
+            + (
+                "its service (its batch's formation set aside: the failing run got less "
+                "traffic), is slower)"
+                if lighter
+                else "its service and its batch's formation, is slower)"
+            )
         )
     if at_load:
         how = (

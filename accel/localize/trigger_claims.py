@@ -1,7 +1,7 @@
 """The trigger's claims and the verdict fields every outcome shares: the observed gaps with their
-intervals and thresholds, the trigger's outcome and reason, the gaps at equal traffic and of
-the queue-free tail or of the change of load when they were read, and the base re-run's reproduction, as the verdict states
-them."""
+intervals and thresholds, the trigger's outcome and reason, the gaps at equal traffic, of the
+queue-free tail or of the change of load when they were read, and the base re-run's
+reproduction, as the verdict states them."""
 
 from __future__ import annotations
 
@@ -151,7 +151,11 @@ def queue_free_doc(trig: Trigger) -> dict[str, dict[str, float]]:
     st = trig.queue_free_tail
     if st is None:
         return {}
-    doc = _reading_doc(st.gap, st.ci, {"value": float(trig.at_queue_free_tail)})
+    fired = {
+        "value": float(trig.at_queue_free_tail),
+        "with_formation": float(trig.queue_free_formation),
+    }
+    doc = _reading_doc(st.gap, st.ci, fired)
     doc["threshold_us"] = dict(trig.queue_free_threshold_us)
     return doc
 
@@ -163,6 +167,7 @@ def queue_free_numbers(trig: Trigger) -> dict[str, float]:
         return {}
     return {
         "at_queue_free_tail": float(trig.at_queue_free_tail),
+        "queue_free_tail_with_formation": float(trig.queue_free_formation),
         **_reading_numbers("queue_free_tail", st.gap, st.ci),
         **{f"{q}_queue_free_tail_threshold_us": v for q, v in trig.queue_free_threshold_us.items()},
     }

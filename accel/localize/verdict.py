@@ -103,6 +103,14 @@ def _check_pair(swap: SwapInputs, failing: RunArrays, comparator: RunArrays) -> 
     return swap
 
 
+def _formations(fq: QueueState, cq: QueueState, kept: bool) -> tuple[F64, F64]:
+    """Ingress's own time in the queue-free reading: each request's batch formation, or none
+    where the reading set formation aside."""
+    if kept:
+        return fq.formation_us, cq.formation_us
+    return np.zeros_like(fq.formation_us), np.zeros_like(cq.formation_us)
+
+
 def localize(
     failing: RunArrays,
     comparator: RunArrays,
@@ -294,8 +302,10 @@ def _localize_triggered(
         # Fired in the queue-free tail: the evidence is weighed there, against its gaps, each
         # counterfactual re-run with a server free for every request. The observed gaps, swung
         # by the queue, can be below zero and would leave every share at zero.
-        fq, cq = unqueued(fq), unqueued(cq)
-        lf, lc = queue_free(fq), queue_free(cq)
+        # (without formation where the reading set it aside: the service alone)
+        form = trig.queue_free_formation
+        fq, cq = unqueued(fq, form), unqueued(cq, form)
+        lf, lc = queue_free(fq, form), queue_free(cq, form)
         gaps = qf.gap
         base_lat = requeue(fq, f_stage)
         claims.append(
@@ -319,7 +329,8 @@ def _localize_triggered(
         base_lat,
         gaps,
         # without the queue, ingress is the batch's formation: the batcher's hold, mates arriving
-        (fq.formation_us, cq.formation_us) if in_queue_free else None,
+        # (none where the reading set it aside, at a lighter load, where it is longer anyway)
+        _formations(fq, cq, trig.queue_free_formation) if in_queue_free else None,
     )
     cands: list[Candidate] = []
     parts: dict[str, float] = {}
