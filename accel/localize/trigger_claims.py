@@ -5,6 +5,7 @@ reproduction, as the verdict states them."""
 
 from __future__ import annotations
 
+from accel.localize.equal_traffic import EqualTraffic
 from accel.localize.gaps import at_q
 from accel.localize.records import Claim, _Common
 from accel.localize.requeue import REPRO_QNAMES, Reproduction
@@ -125,25 +126,37 @@ def _reading_numbers(
     return out
 
 
-def equal_doc(trig: Trigger) -> dict[str, dict[str, float]]:
-    """Localization.equal_traffic of a trigger."""
-    et = trig.equal_traffic
+def _replayed_doc(
+    et: EqualTraffic | None, fired: bool, **extra: float
+) -> dict[str, dict[str, float]]:
     if et is None:
         return {}
-    fired = {"value": float(trig.at_equal_traffic), "replays": float(et.replays)}
-    return _reading_doc(et.gap, et.ci, fired)
+    return _reading_doc(
+        et.gap, et.ci, {"value": float(fired), "replays": float(et.replays), **extra}
+    )
+
+
+def _replayed_numbers(
+    name: str, et: EqualTraffic | None, fired: bool, **extra: float
+) -> dict[str, float]:
+    if et is None:
+        return {}
+    return {
+        f"{name}_replays": float(et.replays),
+        f"at_{name}": float(fired),
+        **extra,
+        **_reading_numbers(name, et.gap, et.ci),
+    }
+
+
+def equal_doc(trig: Trigger) -> dict[str, dict[str, float]]:
+    """Localization.equal_traffic of a trigger."""
+    return _replayed_doc(trig.equal_traffic, trig.at_equal_traffic)
 
 
 def equal_numbers(trig: Trigger) -> dict[str, float]:
     """The gaps at equal traffic as claim numbers (empty when they were not read)."""
-    et = trig.equal_traffic
-    if et is None:
-        return {}
-    return {
-        "equal_traffic_replays": float(et.replays),
-        "at_equal_traffic": float(trig.at_equal_traffic),
-        **_reading_numbers("equal_traffic", et.gap, et.ci),
-    }
+    return _replayed_numbers("equal_traffic", trig.equal_traffic, trig.at_equal_traffic)
 
 
 def queue_free_doc(trig: Trigger) -> dict[str, dict[str, float]]:
@@ -174,26 +187,11 @@ def queue_free_numbers(trig: Trigger) -> dict[str, float]:
 
 
 def load_doc(trig: Trigger) -> dict[str, dict[str, float]]:
-    """Localization.load_change of a trigger."""
-    lg = trig.load_change
-    if lg is None:
-        return {}
-    fired = {
-        "value": float(trig.at_load_change),
-        "replays": float(lg.replays),
-        "rate_ratio": trig.rate_ratio,
-    }
-    return _reading_doc(lg.gap, lg.ci, fired)
+    """Localization.load_change of a trigger (its "fired" holds the rate ratio too)."""
+    return _replayed_doc(trig.load_change, trig.at_load_change, rate_ratio=trig.rate_ratio)
 
 
 def load_numbers(trig: Trigger) -> dict[str, float]:
     """The gaps of the change of load as claim numbers (empty when they were not read)."""
-    lg = trig.load_change
-    if lg is None:
-        return {}
-    return {
-        "load_change_replays": float(lg.replays),
-        "at_load_change": float(trig.at_load_change),
-        "rate_ratio": trig.rate_ratio,
-        **_reading_numbers("load_change", lg.gap, lg.ci),
-    }
+    lg, at = trig.load_change, trig.at_load_change
+    return _replayed_numbers("load_change", lg, at, rate_ratio=trig.rate_ratio)
