@@ -209,6 +209,7 @@ def test_a_slower_service_at_a_lighter_load_is_found_in_its_service_tail(
     assert arrival_rate(f.requests.arrival_us) < arrival_rate(c.requests.arrival_us)
     assert loc.outcome == "regression" and qf["fired"] == {"value": 1.0, "with_formation": 0.0}
     assert "its batch's formation set aside: the failing run got less traffic" in loc.outcome_reason
+    assert "(5% of the comparator's service quantile)" in loc.outcome_reason
     cq = observed_queue(c.requests)
     for q, name in zip(QS, QNAMES, strict=True):
         assert qf["threshold_us"][name] == pytest.approx(0.05 * at_q(cq.service, q))

@@ -336,6 +336,7 @@ def decide(
             + ")"
         )
     if queue_free is not None:
+        qf_words = "service" if lighter else "queue-free"
         gap_text += (
             "; queue-free tail (each request's latency minus its waits for a server busy with "
             "other requests"
@@ -352,7 +353,7 @@ def decide(
                 f"{qf_limit[q]:.0f} us"
                 for q in QNAMES
             )
-            + f" ({basis.replace('quantile', 'queue-free quantile')})"
+            + f" ({basis.replace('quantile', qf_words + ' quantile')})"
         )
     if load is not None:
         gap_text += (
