@@ -233,3 +233,12 @@ def test_a_lighter_load_alone_is_not_a_regression_of_the_queue_free_tail(tmp_pat
     loc = localize(f, c, HW)
     assert loc.queue_free_tail["fired"] == {"value": 0.0, "with_formation": 0.0}
     assert loc.outcome == "no regression"
+
+
+def test_the_closure_summary_says_when_the_queue_free_tail_is_the_service_alone(
+    tmp_path: Path, capsys: Any
+) -> None:
+    _runs(tmp_path, "barrier_stall", 533787, "store", "serial", hw=TPU)
+    md = check_exported_reading(tmp_path / "store", capsys, "queue_free_tail", "queue-free tail",
+                                "in the queue-free tail")  # fmt: skip
+    assert "queue-free tail: triage: block bootstrap of each request's service, its latency" in md

@@ -65,6 +65,13 @@ QUEUE_FREE_INTERVAL: Final[str] = (
     "other requests (the verdict's reading; a further reading of the pair, so at half "
     "the error rate)"
 )
+# The queue-free tail read on the service alone (the failing run got less traffic).
+SERVICE_INTERVAL: Final[str] = (
+    "triage: block bootstrap of each request's service, its latency minus its waits for a "
+    "server busy with other requests and for its batch to form, which the failing run's "
+    "lighter load lengthens (the verdict's reading; a further reading of the pair, so at half "
+    "the error rate)"
+)
 LOAD_INTERVAL: Final[str] = (
     "triage: the comparator's service replayed through the queue at the failing run's arrival "
     "rate and at its own, on the same jobs and traffic (the verdict's reading; a further reading "
@@ -118,6 +125,8 @@ def _reading_rows(numbers: dict[str, Any], tail: dict[str, Any] | None) -> list[
     quantile of their own per run, intervals at 1 - alpha/2, percentages of the comparator's
     end-to-end quantile (the threshold's basis)."""
     prefix, _, metric, interval = next(r for r in _READINGS if numbers.get(r[1]) == 1.0)
+    if prefix == "queue_free_tail" and numbers.get("queue_free_tail_with_formation") == 0.0:
+        interval = SERVICE_INTERVAL
     rows = []
     for name, _ in IMPACT_QUANTILES:
         gap = float(numbers[f"{name}_{prefix}_gap_us"])
