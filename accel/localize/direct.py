@@ -18,7 +18,7 @@ import numpy as np
 
 from accel.grouping import dense_ids
 from accel.localize.confidence import Candidate
-from accel.localize.requeue import QueueState, arrival_rate, requeue, stretched
+from accel.localize.requeue import QueueState, arrival_gaps, arrival_rate, requeue, stretched
 from accel.ops import F64, I64, OpArrays, RequestArrays, joint_name_codes, name_codes, nan_as_zero
 from accel.stages import STAGE_CODE, STAGES
 from accel.stats import (
@@ -289,8 +289,7 @@ def load_candidate(
     rf, rc = arrival_rate(fr.arrival_us), arrival_rate(cr.arrival_us)
     if not (math.isfinite(rf) and math.isfinite(rc)) or rf <= rc:
         return None
-    gf = np.diff(np.sort(np.asarray(fr.arrival_us, dtype=np.float64)))
-    gc = np.diff(np.sort(np.asarray(cr.arrival_us, dtype=np.float64)))
+    gf, gc = arrival_gaps(fr.arrival_us), arrival_gaps(cr.arrival_us)
     # A test of the rates themselves (arrivals over the span; a rank test of the gaps spends
     # its power on their shape), as quasi-Poisson counts of a renewal process.
     lo = rate_diff_ci(

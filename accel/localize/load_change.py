@@ -19,20 +19,15 @@ import numpy as np
 
 from accel.localize.equal_traffic import EqualTraffic, replayed_gaps
 from accel.localize.queue_bootstrap import replay_count, replayed_quantiles
-from accel.localize.requeue import QueueState
+from accel.localize.requeue import QueueState, arrival_gaps
 from accel.ops import F64
-
-
-def _gaps(arrival: F64) -> F64:
-    a = np.sort(np.asarray(arrival, dtype=np.float64))
-    return np.asarray(np.diff(a[np.isfinite(a)]), dtype=np.float64)
 
 
 def rate_ratios(failing: QueueState, comparator: QueueState, replays: int, seed: int) -> F64:
     """(replays,): the comparator's mean inter-arrival gap over the failing run's, each from
     both runs' gaps drawn with replacement: the failing run's arrival rate over the
     comparator's, with its sampling spread."""
-    gf, gc = _gaps(failing.arrival), _gaps(comparator.arrival)
+    gf, gc = arrival_gaps(failing.arrival), arrival_gaps(comparator.arrival)
     if gf.size < 2 or gc.size < 2:
         return np.full(replays, np.nan)
     rng = np.random.default_rng(seed)

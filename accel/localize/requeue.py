@@ -307,11 +307,15 @@ def arrival_rate(arrival: F64) -> float:
     return (a.size - 1) / span if span > 0 else float("nan")
 
 
+def arrival_gaps(arrival: F64) -> F64:
+    """A run's gaps between consecutive arrivals, in time order."""
+    return np.asarray(np.diff(np.sort(np.asarray(arrival, dtype=np.float64))), dtype=np.float64)
+
+
 def same_arrival_rate(a: F64, b: F64, alpha: float) -> bool:
     """Whether two runs' inter-arrival gaps do not differ (Mann-Whitney, two-sided, at alpha):
     the same traffic as far as the runs can tell; False with fewer than two gaps in either."""
-    ga = np.diff(np.sort(np.asarray(a, dtype=np.float64)))
-    gb = np.diff(np.sort(np.asarray(b, dtype=np.float64)))
+    ga, gb = arrival_gaps(a), arrival_gaps(b)
     if ga.size < 2 or gb.size < 2:
         return False
     return not mann_whitney_u(ga, gb)[1] < alpha
