@@ -83,8 +83,10 @@ def test_a_fallback_hidden_by_traffic_is_found_at_equal_traffic(tmp_path: Path) 
 
 def check_printed_reading(store: Path, capsys: Any, key: str, words: str) -> dict[str, Any]:
     """Triage the store's pair: a regression on the verdict's `key` reading, whose interval
-    the CLI report and the app's verdict text print under `words`; returns the triage JSON."""
+    and level the CLI report and the app's verdict text print under `words`; returns the triage
+    JSON."""
     from workbench.cli.main import main
+    from workbench.triage.numbers_text import fmt_level
     from workbench.tui.localize_text import verdict_text
 
     argv = ["triage", "--store", str(store), "--failing", "failing", "--comparator", "comparator"]
@@ -95,29 +97,34 @@ def check_printed_reading(store: Path, capsys: Any, key: str, words: str) -> dic
     assert main(argv) == 0
     text = capsys.readouterr().out
     line = next(x for x in text.splitlines() if f"{words} (the verdict's reading)" in x)
-    assert all(f"{read[q]['lo'] / 1e3:+.2f}" in line for q in QNAMES) and "97.5% CI" in line
+    level = f"{fmt_level(read['fired']['level'])} CI"
+    assert all(f"{read[q]['lo'] / 1e3:+.2f}" in line for q in QNAMES) and level in line
     loc = SimpleNamespace(
         origin=doc["origin_stage"], manifest=doc["manifest_stage"], mechanism=doc["mechanism"],
         secondary_mechanism="", explained_share=0.5, confidence=0.9,
     )  # fmt: skip
     shown = verdict_text(loc, doc).plain
-    assert f"rests on the gaps {words}" in shown and "97.5% CI" in shown
+    assert f"rests on the gaps {words}" in shown and level in shown
     return doc
 
 
 def test_the_triage_prints_the_intervals_it_fired_on(tmp_path: Path, capsys: Any) -> None:
     _runs(tmp_path, "mapping_fallback", 2, "store", "serial")
-    check_printed_reading(tmp_path / "store", capsys, "equal_traffic", "at equal traffic")
+    doc = check_printed_reading(tmp_path / "store", capsys, "equal_traffic", "at equal traffic")
+    # Equal traffic and the queue-free tail could both be read: each at 1 - alpha/4.
+    assert doc["verdict"]["equal_traffic"]["fired"]["level"] == 0.9875
+    assert "(98.75% CI" in doc["verdict"]["reason"]
 
 
 def check_exported_reading(store: Path, capsys: Any, key: str, metric: str, words: str) -> str:
     """Triage the store's pair into a new incident and export it: the impact rows `metric` carry
-    the verdict's `key` reading (fired, 97.5%) where the observed intervals include zero, and
-    the brief names it in `words`; returns the exported Markdown."""
+    the verdict's `key` reading (fired, at its level) where the observed intervals include zero,
+    and the brief names it in `words`; returns the exported Markdown."""
     from test_export_summary import check_schema
 
     from workbench.cli.main import main
     from workbench.triage.brief import READINGS
+    from workbench.triage.numbers_text import fmt_level
 
     at = ["--store", str(store)]
     assert main(["incident", "new", *at, "--title", "t", "--id", "INC-r"]) == 0
@@ -138,14 +145,15 @@ def check_exported_reading(store: Path, capsys: Any, key: str, metric: str, word
         assert (row["delta_us"], row["ci_low_us"], row["ci_high_us"]) == pytest.approx(
             (read[q]["value"], read[q]["lo"], read[q]["hi"])
         )
-        assert row["row_confidence_level"] == 0.975
+        assert row["row_confidence_level"] == read["fired"]["level"]
     assert rows[metric, "p95"]["ci_low_us"] > 0
     what = doc["brief"]["what_regressed"][0]
-    assert f"{words}, the verdict's reading, p99" in what and "97.5% CI" in what
+    level = fmt_level(read["fired"]["level"])
+    assert f"{words}, the verdict's reading, p99" in what and f"{level} CI" in what
     assert main(["export", *at, "--incident", "INC-r", "--format", "md", "-o", "-"]) == 0
     md = capsys.readouterr().out
     line = next(x for x in md.splitlines() if x.startswith(f"| {metric} | p95"))
-    assert "(97.5%)" in line
+    assert f"({level})" in line
     return str(md)
 
 

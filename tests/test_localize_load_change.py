@@ -120,6 +120,8 @@ def test_the_triage_and_the_closure_summary_print_the_load_reading(
     store = tmp_path / "store"
     words = "at the failing run's load"
     doc = check_printed_reading(store, capsys, "load_change", words)
+    # The one further reading of a pair with more traffic: at 1 - alpha/2.
+    assert doc["verdict"]["load_change"]["fired"]["level"] == 0.975
     assert (doc["origin_stage"], doc["mechanism"]) == ("ingress", "queueing")
     md = check_exported_reading(store, capsys, "load_change", "end-to-end " + words, words)
     assert "triage: the comparator's service replayed through the queue at the failing" in md

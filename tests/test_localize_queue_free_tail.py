@@ -40,15 +40,19 @@ def _fires(slower: float, policy: TriggerPolicy) -> tuple[int, int]:
     return fired, at_queue_free
 
 
+# With the queue-free tail read too, equal traffic shares the further readings' error rate
+# with it (trigger.further_alpha): its intervals widen, so it may fire on fewer pairs.
+
+
 def test_same_service_twice_gives_no_alarm_in_the_queue_free_tail() -> None:
     fired, at_queue_free = _fires(1.0, TriggerPolicy())
-    assert at_queue_free == 0 and fired == _fires(1.0, TriggerPolicy(queue_free_tail=False))[0]
+    assert at_queue_free == 0 and fired <= _fires(1.0, TriggerPolicy(queue_free_tail=False))[0]
 
 
 def test_the_queue_free_tail_finds_a_slower_service_the_other_readings_miss() -> None:
     without, _ = _fires(1.15, TriggerPolicy(queue_free_tail=False))
     with_, at_queue_free = _fires(1.15, TriggerPolicy())
-    assert at_queue_free >= 1 and with_ == without + at_queue_free
+    assert at_queue_free >= 1 and with_ >= without
 
 
 def _served(service: np.ndarray, arrival: np.ndarray) -> RequestArrays:
@@ -207,7 +211,8 @@ def test_a_slower_service_at_a_lighter_load_is_found_in_its_service_tail(
     qf = loc.queue_free_tail
     assert loc.p95_gap_ci[0] <= 0 and loc.p99_gap_ci[0] <= 0 and loc.equal_traffic == {}
     assert arrival_rate(f.requests.arrival_us) < arrival_rate(c.requests.arrival_us)
-    assert loc.outcome == "regression" and qf["fired"] == {"value": 1.0, "with_formation": 0.0}
+    assert loc.outcome == "regression"
+    assert qf["fired"] == {"value": 1.0, "with_formation": 0.0, "level": 0.975}
     assert "its batch's formation set aside: the failing run got less traffic" in loc.outcome_reason
     assert "(5% of the comparator's service quantile)" in loc.outcome_reason
     cq = observed_queue(c.requests)
@@ -231,7 +236,8 @@ def test_a_lighter_load_alone_is_not_a_regression_of_the_queue_free_tail(tmp_pat
     # the trigger's rule: past the threshold, its interval clear of zero
     assert with_formation.gap["p99"] > limit["p99"] and with_formation.ci["p99"][0] > 0
     loc = localize(f, c, HW)
-    assert loc.queue_free_tail["fired"] == {"value": 0.0, "with_formation": 0.0}
+    # The one further reading of a pair with less traffic: at 1 - alpha/2.
+    assert loc.queue_free_tail["fired"] == {"value": 0.0, "with_formation": 0.0, "level": 0.975}
     assert loc.outcome == "no regression"
 
 

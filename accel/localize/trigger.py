@@ -7,11 +7,13 @@ length comes from each run's own autocorrelation, widened where the queue reache
 the queue bootstrap's (queue_bootstrap.py: the run-to-run variance of the queue's trajectory,
 which no within-run resample holds), and the comparator is checked against itself
 (its first half against its second by the same rule): both calibrations come from the data at
-hand. There, when the observed gaps do not fire and the arrival rates do not differ, the same
-rule reads the gaps at equal traffic (equal_traffic.py: both services replayed on one traffic,
-at 1 - alpha/2), since two draws of one traffic can hide a slower service; where that does
-not fire either, the same rule reads the queue-free tail, each request's latency minus its waits
-for a server busy with other requests (also at 1 - alpha/2): what is left, its service and its
+hand. The further readings below spend half the error rate between them (Bonferroni): each at
+1 - alpha/4 where a pair can be read twice (equal traffic, then the queue-free tail), else at
+1 - alpha/2. When the observed gaps do not fire and the arrival rates do not differ, the same
+rule reads the gaps at equal traffic (equal_traffic.py: both services replayed on one traffic),
+since two draws of one traffic can hide a slower service; where that does not fire either, the
+same rule reads the queue-free tail, each request's latency minus its waits for a server busy
+with other requests: what is left, its service and its
 batch's formation (the batcher's hold, batch-mates arriving), is the request's own path, and the
 queue's trajectory, which swings the latency tail of a few hundred requests from run to run, is
 not in it; its practical threshold is the same share of the comparator's queue-free quantile,
@@ -21,7 +23,7 @@ the failing run got less traffic, the queue-free tail is read on the service alo
 load its batches wait longer for their mates; a lighter load does not make the service
 slower). Where the failing run's requests arrive significantly faster instead, the same rule
 reads the gap that change of load makes (load_change.py: the comparator's own service
-replayed at both rates, on the same jobs and traffic, at 1 - alpha/2), where the observed gap
+replayed at both rates, on the same jobs and traffic), where the observed gap
 passes the threshold too. A gap past the threshold whose interval includes zero is
 "inconclusive" (too few requests to tell, with how many would), not "no regression".
 Outcomes: "regression", "no regression" or "inconclusive", each with its reason; the
@@ -117,6 +119,8 @@ class Trigger:
     # the queue-free tail kept each batch's formation; without it (the failing run got less
     # traffic) it is the service alone
     queue_free_formation: bool = True
+    # the confidence level of the further readings' intervals (further_alpha)
+    further_level: float = 0.975
 
     @property
     def regression(self) -> bool:
@@ -226,6 +230,16 @@ def _faster(failing: F64, comparator: F64) -> bool:
     return bool(arrival_rate(failing) > arrival_rate(comparator))
 
 
+def further_alpha(policy: TriggerPolicy, both: bool) -> float:
+    """The error rate of each further reading: they share half the policy's (Bonferroni), so
+    alpha/4 where a pair can be read at equal traffic and in the queue-free tail (`both`)."""
+    return policy.alpha / (4.0 if both and policy.equal_traffic and policy.queue_free_tail else 2.0)
+
+
+def _level(alpha: float) -> str:
+    return f"{100.0 * (1.0 - alpha):g}%"
+
+
 def decide(
     lf: F64,
     lc: F64,
@@ -257,11 +271,13 @@ def decide(
     agree = modelled and queues is not None and same_arrival_rate(*_arrivals(queues), policy.alpha)
     further = modelled and agree
     faster = modelled and not agree and queues is not None and _faster(*_arrivals(queues))
+    # Each further reading spends a share of the error rate (further_alpha): on A/A pairs of
+    # accel.synth at 600 requests, two readings at alpha/2 each let 5% of pairs alarm.
+    f_alpha = further_alpha(policy, further)
     if further and queues is not None and policy.equal_traffic:
         # Near saturation two draws of one traffic queue differently; both services on the
-        # same arrivals compare the service alone, by the same rule. A second reading of one
-        # pair spends half the error rate (Bonferroni): its intervals are (1 - alpha / 2).
-        equal = equal_traffic_gaps(*queues, QS, QNAMES, n_boot, seed + 41, policy.alpha / 2)
+        # same arrivals compare the service alone, by the same rule.
+        equal = equal_traffic_gaps(*queues, QS, QNAMES, n_boot, seed + 41, f_alpha)
         fired = [
             q for q in QNAMES if gap_outcome(equal.gap[q], equal.ci[q][0], limit[q]) == REGRESSION
         ]
@@ -275,11 +291,10 @@ def decide(
     # make the service slower: fewer requests contend, batches are smaller).
     lighter = modelled and not agree and not faster
     if (further or lighter) and not fired and queues is not None and policy.queue_free_tail:
-        # Where equal traffic did not fire either; at (1 - alpha / 2) as it. On profsim's A/A
-        # pairs it fired on none that the other two had not (bench/localize.py).
+        # Where equal traffic did not fire either, at the same level.
         own_queue_free = _queue_free_in_arrival_order(queues[1], not lighter)
         mine = _queue_free_in_arrival_order(queues[0], not lighter)
-        queue_free = tail_gaps(mine, own_queue_free, n_boot, seed + 53, policy.alpha / 2)
+        queue_free = tail_gaps(mine, own_queue_free, n_boot, seed + 53, f_alpha)
         # The reading's own scale: a share of the comparator's queue-free quantile, as the
         # observed gaps take a share of its latency's (where the queue reaches the tail, the
         # latency's is mostly the queue, which this reading sets aside).
@@ -294,10 +309,10 @@ def decide(
     ratio = math.nan
     if faster and not fired and queues is not None and policy.load_change:
         # The failing run got more traffic. The observed gaps mix two draws of the queue's
-        # trajectory; the comparator's own service at both rates isolates what the load does
-        # (at 1 - alpha / 2, a further reading). It counts where the observed gap passes the
-        # threshold too: the load explains a regression the requests show, not one they do not.
-        load, ratio = load_gaps(*queues, QS, QNAMES, n_boot, seed + 67, policy.alpha / 2)
+        # trajectory; the comparator's own service at both rates isolates what the load does.
+        # It counts where the observed gap passes the threshold too: the load explains a
+        # regression the requests show, not one they do not.
+        load, ratio = load_gaps(*queues, QS, QNAMES, n_boot, seed + 67, f_alpha)
         fired = [
             q
             for q in QNAMES
@@ -314,7 +329,7 @@ def decide(
     ) -> Trigger:
         return Trigger(outcome, reason, tg, limit, basis, fired, halves or {}, needed, equal,
                        at_equal, queue_free, at_queue_free, qf_limit, load, at_load,
-                       ratio, not lighter)  # fmt: skip
+                       ratio, not lighter, 1.0 - f_alpha)  # fmt: skip
 
     if n < policy.min_requests:
         return make(INCONCLUSIVE, f"too few requests ({n} < {policy.min_requests} in a run)")
@@ -329,7 +344,7 @@ def decide(
         gap_text += "; at equal traffic (both services replayed on the same arrivals, " + (
             f"{equal.replays} replays): "
             + "; ".join(
-                f"{q} gap {equal.gap[q]:+.0f} us ({1 - policy.alpha / 2:.1%} CI "
+                f"{q} gap {equal.gap[q]:+.0f} us ({_level(f_alpha)} CI "
                 f"{equal.ci[q][0]:+.0f}..{equal.ci[q][1]:+.0f})"
                 for q in QNAMES
             )
@@ -348,7 +363,7 @@ def decide(
             )
             + "): "
             + "; ".join(
-                f"{q} gap {queue_free.gap[q]:+.0f} us ({1 - policy.alpha / 2:.1%} CI "
+                f"{q} gap {queue_free.gap[q]:+.0f} us ({_level(f_alpha)} CI "
                 f"{queue_free.ci[q][0]:+.0f}..{queue_free.ci[q][1]:+.0f}) vs threshold "
                 f"{qf_limit[q]:.0f} us"
                 for q in QNAMES
@@ -361,7 +376,7 @@ def decide(
             "significantly; the comparator's service replayed at that rate and at its own, on the "
             "same jobs and traffic): "
             + "; ".join(
-                f"{q} gap {load.gap[q]:+.0f} us ({1 - policy.alpha / 2:.1%} CI "
+                f"{q} gap {load.gap[q]:+.0f} us ({_level(f_alpha)} CI "
                 f"{load.ci[q][0]:+.0f}..{load.ci[q][1]:+.0f})"
                 for q in QNAMES
             )
@@ -390,7 +405,7 @@ def decide(
             )
         if unsure:
             q, g = unsure[0]
-            needed = requests_needed(g, q, n, policy.alpha)
+            needed = requests_needed(g, q, n, policy.alpha if g is tg else f_alpha)
             return make(
                 INCONCLUSIVE,
                 f"too few requests to tell: the {q} gap{_reading(g, tg, queue_free)} is above the "

@@ -127,23 +127,26 @@ def _reading_numbers(
 
 
 def _replayed_doc(
-    et: EqualTraffic | None, fired: bool, **extra: float
+    et: EqualTraffic | None, fired: bool, level: float, **extra: float
 ) -> dict[str, dict[str, float]]:
     if et is None:
         return {}
     return _reading_doc(
-        et.gap, et.ci, {"value": float(fired), "replays": float(et.replays), **extra}
+        et.gap,
+        et.ci,
+        {"value": float(fired), "replays": float(et.replays), "level": level, **extra},
     )
 
 
 def _replayed_numbers(
-    name: str, et: EqualTraffic | None, fired: bool, **extra: float
+    name: str, et: EqualTraffic | None, fired: bool, level: float, **extra: float
 ) -> dict[str, float]:
     if et is None:
         return {}
     return {
         f"{name}_replays": float(et.replays),
         f"at_{name}": float(fired),
+        f"{name}_level": level,
         **extra,
         **_reading_numbers(name, et.gap, et.ci),
     }
@@ -151,12 +154,13 @@ def _replayed_numbers(
 
 def equal_doc(trig: Trigger) -> dict[str, dict[str, float]]:
     """Localization.equal_traffic of a trigger."""
-    return _replayed_doc(trig.equal_traffic, trig.at_equal_traffic)
+    return _replayed_doc(trig.equal_traffic, trig.at_equal_traffic, trig.further_level)
 
 
 def equal_numbers(trig: Trigger) -> dict[str, float]:
     """The gaps at equal traffic as claim numbers (empty when they were not read)."""
-    return _replayed_numbers("equal_traffic", trig.equal_traffic, trig.at_equal_traffic)
+    et, at = trig.equal_traffic, trig.at_equal_traffic
+    return _replayed_numbers("equal_traffic", et, at, trig.further_level)
 
 
 def queue_free_doc(trig: Trigger) -> dict[str, dict[str, float]]:
@@ -167,6 +171,7 @@ def queue_free_doc(trig: Trigger) -> dict[str, dict[str, float]]:
     fired = {
         "value": float(trig.at_queue_free_tail),
         "with_formation": float(trig.queue_free_formation),
+        "level": trig.further_level,
     }
     doc = _reading_doc(st.gap, st.ci, fired)
     doc["threshold_us"] = dict(trig.queue_free_threshold_us)
@@ -181,6 +186,7 @@ def queue_free_numbers(trig: Trigger) -> dict[str, float]:
     return {
         "at_queue_free_tail": float(trig.at_queue_free_tail),
         "queue_free_tail_with_formation": float(trig.queue_free_formation),
+        "queue_free_tail_level": trig.further_level,
         **_reading_numbers("queue_free_tail", st.gap, st.ci),
         **{f"{q}_queue_free_tail_threshold_us": v for q, v in trig.queue_free_threshold_us.items()},
     }
@@ -188,10 +194,11 @@ def queue_free_numbers(trig: Trigger) -> dict[str, float]:
 
 def load_doc(trig: Trigger) -> dict[str, dict[str, float]]:
     """Localization.load_change of a trigger (its "fired" holds the rate ratio too)."""
-    return _replayed_doc(trig.load_change, trig.at_load_change, rate_ratio=trig.rate_ratio)
+    lg, at, level = trig.load_change, trig.at_load_change, trig.further_level
+    return _replayed_doc(lg, at, level, rate_ratio=trig.rate_ratio)
 
 
 def load_numbers(trig: Trigger) -> dict[str, float]:
     """The gaps of the change of load as claim numbers (empty when they were not read)."""
-    lg, at = trig.load_change, trig.at_load_change
-    return _replayed_numbers("load_change", lg, at, rate_ratio=trig.rate_ratio)
+    lg, at, level = trig.load_change, trig.at_load_change, trig.further_level
+    return _replayed_numbers("load_change", lg, at, level, rate_ratio=trig.rate_ratio)

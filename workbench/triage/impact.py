@@ -122,11 +122,13 @@ def recorded_reading(inc: Incident) -> dict[str, Any] | None:
 
 def _reading_rows(numbers: dict[str, Any], tail: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The gaps of the reading the verdict rests on, as rows beside the observed ones: no
-    quantile of their own per run, intervals at 1 - alpha/2, percentages of the comparator's
-    end-to-end quantile (the threshold's basis)."""
+    quantile of their own per run, intervals at the reading's level (1 - alpha/2 in records
+    made before it was stored), percentages of the comparator's end-to-end quantile (the
+    threshold's basis)."""
     prefix, _, metric, interval = next(r for r in _READINGS if numbers.get(r[1]) == 1.0)
     if prefix == "queue_free_tail" and numbers.get("queue_free_tail_with_formation") == 0.0:
         interval = SERVICE_INTERVAL
+    level = float(numbers.get(f"{prefix}_level", 1.0 - (1.0 - CONFIDENCE) / 2.0))
     rows = []
     for name, _ in IMPACT_QUANTILES:
         gap = float(numbers[f"{name}_{prefix}_gap_us"])
@@ -144,7 +146,7 @@ def _reading_rows(numbers: dict[str, Any], tail: dict[str, Any] | None) -> list[
                 "n_failing": int(tail["n_failing"]) if tail else 0,
                 "n_comparator": int(tail["n_comparator"]) if tail else 0,
                 "interval": interval,
-                "row_confidence_level": 1.0 - (1.0 - CONFIDENCE) / 2.0,
+                "row_confidence_level": level,
             }
         )
     return rows

@@ -35,3 +35,8 @@ def fmt_ci(lo: float | None, hi: float | None, unit: str = "us") -> str | None:
 
 def fmt_pct(x: float | None) -> str | None:
     return None if x is None else f"{x:+.1f}%"
+
+
+def fmt_level(level: float) -> str:
+    """A confidence level as a percentage, to its last digit: 0.9875 -> '98.75%'."""
+    return f"{100.0 * level:g}%"

@@ -8,6 +8,7 @@ from typing import Any
 
 from workbench.triage.brief import READINGS
 from workbench.triage.evidence import Interval, StageRow
+from workbench.triage.numbers_text import fmt_level
 from workbench.triage.triage import TriageResult
 
 
@@ -99,9 +100,10 @@ def render(r: TriageResult) -> str:
         if (eq.get("fired") or {}).get("value"):
             # The verdict fired on these: printed beside the observed ones it does not rest on.
             p95, p99 = (Interval(**eq[q]) for q in ("p95", "p99"))
+            level = fmt_level(eq["fired"].get("level", 0.975))
             out.append(
                 f"  {words} (the verdict's reading): p95 gap {_ci(p95)} ms   "
-                f"p99 gap {_ci(p99)} ms (97.5% CI)"
+                f"p99 gap {_ci(p99)} ms ({level} CI)"
             )
     out.append("TAIL BY STAGE  steady state, ms; failing | comparator          d p99 [95% CI]")
     out.append(

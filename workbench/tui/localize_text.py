@@ -59,14 +59,19 @@ def _iv(d: dict[str, Any] | None, level: str = "95%") -> str:
 
 def _reading(doc: dict[str, Any]) -> str:
     """The gaps of the second reading the verdict fired on, if it did ('' otherwise)."""
-    from workbench.triage.brief import READINGS  # a table of words: no data stack behind it
+    # Tables of words and number formats: no data stack behind them.
+    from workbench.triage.brief import READINGS
+    from workbench.triage.numbers_text import fmt_level
 
     for key, _, words, what in READINGS:
         eq = (doc.get("verdict") or {}).get(key) or {}
-        if (eq.get("fired") or {}).get("value"):
+        fired = eq.get("fired") or {}
+        if fired.get("value"):
+            # Records made before the level was stored read at 1 - alpha/2.
+            level = fmt_level(fired.get("level", 0.975))
             return (
                 f" The verdict rests on the gaps {words} ({what}): "
-                f"p99 {_iv(eq.get('p99'), '97.5%')}, p95 {_iv(eq.get('p95'), '97.5%')}."
+                f"p99 {_iv(eq.get('p99'), level)}, p95 {_iv(eq.get('p95'), level)}."
             )
     return ""
 
