@@ -58,24 +58,24 @@ TRIAGE_INTERVAL: Final[str] = "triage: the trigger's interval (steady state, blo
 EXPORT_INTERVAL: Final[str] = "export: percentile bootstrap of every request"
 EQUAL_INTERVAL: Final[str] = (
     "triage: both services replayed through the queue on the same arrivals (the verdict's "
-    "reading; a second reading of the pair, so at half the error rate)"
+    "reading; a further reading of the pair, so at its share of the error rate: the row's level)"
 )
 QUEUE_FREE_INTERVAL: Final[str] = (
     "triage: block bootstrap of each request's latency minus its waits for a server busy with "
-    "other requests (the verdict's reading; a further reading of the pair, so at half "
-    "the error rate)"
+    "other requests (the verdict's reading; a further reading of the pair, so at its share of "
+    "the error rate: the row's level)"
 )
 # The queue-free tail read on the service alone (the failing run got less traffic).
 SERVICE_INTERVAL: Final[str] = (
     "triage: block bootstrap of each request's service, its latency minus its waits for a "
     "server busy with other requests and for its batch to form, which the failing run's "
-    "lighter load lengthens (the verdict's reading; a further reading of the pair, so at half "
-    "the error rate)"
+    "lighter load lengthens (the verdict's reading; a further reading of the pair, so at its "
+    "share of the error rate: the row's level)"
 )
 LOAD_INTERVAL: Final[str] = (
     "triage: the comparator's service replayed through the queue at the failing run's arrival "
     "rate and at its own, on the same jobs and traffic (the verdict's reading; a further reading "
-    "of the pair, so at half the error rate)"
+    "of the pair, so at its share of the error rate: the row's level)"
 )
 # Per reading the verdict can fire on: its claim-number prefix, fired flag, metric, interval.
 _READINGS: Final[tuple[tuple[str, str, str, str], ...]] = (
