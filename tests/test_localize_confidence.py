@@ -10,7 +10,13 @@ from localize_pieces import load_pair
 
 from accel import profsim
 from accel.localize import localize
-from accel.localize.confidence import Candidate, decide, manifest_share, origin_agreement
+from accel.localize.confidence import (
+    Candidate,
+    decide,
+    manifest_index,
+    manifest_share,
+    origin_agreement,
+)
 from accel.profiles import get_profile
 from accel.synth import Workload, generate_pair
 from workbench.store.profsim_io import add_run
@@ -98,3 +104,36 @@ def test_a_manifest_stage_that_really_grew_keeps_its_agreement(tmp_path: Path) -
     assert loc.decided_by == "manifest" and loc.origin_stage == "assembly"
     assert loc.confidence == loc.origin_agreement > 0.5
     assert not any("no evidence explains" in c.text for c in loc.claims)
+
+
+def _stages(rng: np.random.Generator, n: int, execution_scale: float, assembly_scale: float) -> np.ndarray:  # fmt: skip
+    """(n, 5) own times: a wide execution stage (lognormal around 5 ms) and a narrow assembly
+    stage (around 150 us), the others small and fixed."""
+    own = np.full((n, 5), 15.0)
+    own[:, 3] = rng.lognormal(np.log(5000.0), 0.6, n) * execution_scale
+    own[:, 4] = rng.normal(150.0, 15.0, n) * assembly_scale
+    return own
+
+
+def test_the_manifest_is_the_growth_beyond_noise_not_the_largest_draw() -> None:
+    # Assembly +50% (about +110 us at p95, tens of standard errors); execution the same service
+    # drawn twice, whose p95 moves by hundreds of us between draws. The largest gap alone
+    # names execution on most seeds; the growth beyond noise names assembly on every one.
+    by_gap = 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        own_c, own_f = _stages(rng, 400, 1.0, 1.0), _stages(rng, 400, 1.0, 1.5)
+        gap = np.quantile(own_f, 0.95, axis=0) - np.quantile(own_c, 0.95, axis=0)
+        by_gap += int(np.argmax(gap)) == 3
+        assert manifest_index(own_f, own_c) == 4
+    assert by_gap >= 5
+
+
+def test_without_a_growth_beyond_noise_the_manifest_is_the_largest_gap() -> None:
+    rng = np.random.default_rng(1)
+    own_c, own_f = _stages(rng, 400, 1.0, 1.0), _stages(rng, 400, 1.0, 1.0)
+    gap = np.quantile(own_f, 0.95, axis=0) - np.quantile(own_c, 0.95, axis=0)
+    assert manifest_index(own_f, own_c) == int(np.argmax(gap))
+    # A stage that did not move at all has no noise: a growth there is beyond it.
+    own_f[:, 1] += 1.0
+    assert manifest_index(own_f, own_c) in (1, int(np.argmax(gap)))

@@ -3,7 +3,8 @@
 Each piece of evidence is a candidate: a stage, its kind (plan swap, residual shift, direct
 evidence), a base and a counterfactual latency per failing request, whether its shift test
 passed, and the share of the tail gap it must remove. The origin is the first stage in pipeline
-order with a candidate that passes, else the manifest stage (largest p95 own-time gap). The
+order with a candidate that passes, else the manifest stage (manifest_index: the largest p95
+own-time growth beyond its noise, or the largest growth when none is). The
 confidence reported is the share of bootstrap resamples of the requests of both runs that give
 the same origin (the tests' verdicts are taken from the full runs; the shares, the gaps and the
 manifest are recomputed on each resample).
@@ -47,6 +48,30 @@ class Decision:
 
 
 _QS = np.array([0.95, 0.99])
+# A stage's p95 own-time growth counts as beyond noise at this many standard errors.
+MANIFEST_Z: Final[float] = 2.0
+# The quantiles either side of p95 whose spread gives the density there (manifest_index).
+_AROUND = np.array([0.92, 0.95, 0.98])
+
+
+def manifest_index(own_f: F64, own_c: F64) -> int:
+    """The manifest stage's column of own_f / own_c ((n, 5) own time per request): the largest
+    p95 gap among the stages whose growth is beyond noise, else the largest p95 gap.
+
+    A sample p95's standard error is sqrt(0.95 * 0.05 / n) over the density there, read off the
+    p92..p98 spread: a wide stage (execution) moves by hundreds of us between two draws of the
+    same service, where a narrow one (post-processing) that grows by half is no draw."""
+    qf = np.quantile(own_f, _AROUND, axis=0)
+    qc = np.quantile(own_c, _AROUND, axis=0)
+    gap = qf[1] - qc[1]
+    width = float(_AROUND[2] - _AROUND[0])
+    var = sum(
+        ((q[2] - q[0]) / width) ** 2 * (0.95 * 0.05 / max(m.shape[0], 1))
+        for q, m in ((qf, own_f), (qc, own_c))
+    )
+    se = np.sqrt(var)
+    beyond = gap > MANIFEST_Z * se
+    return int(np.argmax(np.where(beyond, gap, -np.inf)) if beyond.any() else np.argmax(gap))
 
 
 def _quantiles(rows: list[F64], idx: I64 | None) -> F64:
@@ -94,8 +119,7 @@ def decide(
                     return Decision(stage, source, j, shares)
     mf = own_f if fi is None else own_f[fi]
     mc = own_c if ci is None else own_c[ci]
-    manifest_gap = np.quantile(mf, 0.95, axis=0) - np.quantile(mc, 0.95, axis=0)
-    return Decision(STAGES[int(np.argmax(manifest_gap))], "manifest", -1, shares)
+    return Decision(STAGES[manifest_index(mf, mc)], "manifest", -1, shares)
 
 
 def manifest_share(stage_gap_us: float, tail_gap_us: float) -> float:

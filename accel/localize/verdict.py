@@ -28,7 +28,13 @@ from typing import Final
 
 import numpy as np
 
-from accel.localize.confidence import Candidate, decide, manifest_cap, origin_agreement
+from accel.localize.confidence import (
+    Candidate,
+    decide,
+    manifest_cap,
+    manifest_index,
+    origin_agreement,
+)
 from accel.localize.decisions import novel_kernels, novel_mechanism
 from accel.localize.direct import (
     IMBALANCE,
@@ -264,7 +270,7 @@ def _localize_triggered(
     manifest_gap = {
         s: at_q(own_f[:, i], 0.95) - at_q(own_c[:, i], 0.95) for i, s in enumerate(STAGES)
     }
-    manifest = max(STAGES, key=lambda s: manifest_gap[s])
+    manifest = STAGES[manifest_index(own_f, own_c)]
     scores: dict[str, float] = {}
 
     if method == "naive":
