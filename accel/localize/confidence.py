@@ -4,7 +4,7 @@ Each piece of evidence is a candidate: a stage, its kind (plan swap, residual sh
 evidence), a base and a counterfactual latency per failing request, whether its shift test
 passed, and the share of the tail gap it must remove. The origin is the first stage in pipeline
 order with a candidate that passes, else the manifest stage (manifest_index: the largest p95
-own-time growth beyond its noise, or the largest growth when none is). The
+own-time growth beyond its noise, or the largest gap when none is). The
 confidence reported is the share of bootstrap resamples of the requests of both runs that give
 the same origin (the tests' verdicts are taken from the full runs; the shares, the gaps and the
 manifest are recomputed on each resample).
@@ -48,8 +48,10 @@ class Decision:
 
 
 _QS = np.array([0.95, 0.99])
-# A stage's p95 own-time growth counts as beyond noise at this many standard errors.
+# A stage's p95 own-time growth counts as beyond noise at this many standard errors; each run's
+# is at least a trace's timer resolution, so a constant stage moving by a microsecond is not.
 MANIFEST_Z: Final[float] = 2.0
+RESOLUTION_US: Final[float] = 1.0
 # The quantiles either side of p95 whose spread gives the density there (manifest_index).
 _AROUND = np.array([0.92, 0.95, 0.98])
 
@@ -66,11 +68,11 @@ def manifest_index(own_f: F64, own_c: F64) -> int:
     gap = qf[1] - qc[1]
     width = float(_AROUND[2] - _AROUND[0])
     var = sum(
-        ((q[2] - q[0]) / width) ** 2 * (0.95 * 0.05 / max(m.shape[0], 1))
+        np.maximum((q[2] - q[0]) / width * math.sqrt(0.95 * 0.05 / max(m.shape[0], 1)),
+                   RESOLUTION_US) ** 2
         for q, m in ((qf, own_f), (qc, own_c))
-    )
-    se = np.sqrt(var)
-    beyond = gap > MANIFEST_Z * se
+    )  # fmt: skip
+    beyond = gap > MANIFEST_Z * np.sqrt(var)
     return int(np.argmax(np.where(beyond, gap, -np.inf)) if beyond.any() else np.argmax(gap))
 
 
