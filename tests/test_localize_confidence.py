@@ -118,7 +118,7 @@ def _stages(rng: np.random.Generator, n: int, execution_scale: float, assembly_s
 def test_the_manifest_is_the_growth_beyond_noise_not_the_largest_draw() -> None:
     # Assembly +50% (about +110 us at p95, tens of standard errors); execution the same service
     # drawn twice, whose p95 moves by hundreds of us between draws. The largest gap alone
-    # names execution on most seeds; the growth beyond noise names assembly on every one.
+    # names execution on half of these seeds; the growth beyond noise names assembly on all.
     by_gap = 0
     for seed in range(20):
         rng = np.random.default_rng(seed)
