@@ -54,6 +54,10 @@ def test_small_run_reports_rates_against_the_bare_read() -> None:
     assert fig["floor_read_rows"] >= fig["events"]
     assert fig["floor_s_median"] == pytest.approx(sum(parts), rel=0.05, abs=1e-3)
     assert fig["floor_kernel_rows_per_s"] == pytest.approx(4000 / fig["floor_s_median"], rel=0.05)
-    # a floor leaves out work the import does: never above the whole CLI process
-    assert fig["cli_over_floor_median"] > 1
+    # The ratio is each run's CLI seconds over its floor's. Whether it is above 1 is a timing
+    # (at 4000 kernels both are mostly an interpreter's start, and it came out 0.8 once in CI):
+    # the bench reports it, the test checks that it is the ratio of the figures it prints.
+    assert fig["cli_over_floor_median"] == pytest.approx(
+        fig["cli_s_median"] / fig["floor_s_median"], rel=0.05, abs=0.01
+    )
     assert any(line.startswith("run 1: bare kernel read") for line in lines)
