@@ -268,9 +268,11 @@ def decide(
     # queue-free tail where the arrival rates agree; where they do not, at the failing run's
     # load (it got more traffic) or in the service tail (less).
     modelled = not fired and queues is not None and n >= policy.min_requests and not context
-    agree = modelled and queues is not None and same_arrival_rate(*_arrivals(queues), policy.alpha)
-    further = modelled and agree
-    faster = modelled and not agree and queues is not None and _faster(*_arrivals(queues))
+    # (`further`: the rates agree, so equal traffic and the queue-free tail can be read)
+    further = (
+        modelled and queues is not None and same_arrival_rate(*_arrivals(queues), policy.alpha)
+    )
+    faster = modelled and not further and queues is not None and _faster(*_arrivals(queues))
     # Each further reading spends a share of the error rate (further_alpha): on A/A pairs of
     # accel.synth at 600 requests, two readings at alpha/2 each let 5% of pairs alarm.
     f_alpha = further_alpha(policy, further)
@@ -289,7 +291,7 @@ def decide(
     # The failing run got less traffic: its batches waited longer for their mates, so the
     # queue-free tail is read without formation, on the service alone (a lighter load does not
     # make the service slower: fewer requests contend, batches are smaller).
-    lighter = modelled and not agree and not faster
+    lighter = modelled and not further and not faster
     if (further or lighter) and not fired and queues is not None and policy.queue_free_tail:
         # Where equal traffic did not fire either, at the same level.
         own_queue_free = _queue_free_in_arrival_order(queues[1], not lighter)

@@ -17,6 +17,7 @@ from workbench.triage.brief import EQUAL_METRIC, LOAD_METRIC, QUEUE_FREE_METRIC
 from workbench.triage.guardrails import RunSamples
 from workbench.triage.incident import Incident
 from workbench.triage.judge import CONFIDENCE, N_BOOT, SEED
+from workbench.triage.numbers_text import UNSTORED_READING_LEVEL
 
 IMPACT_QUANTILES: Final[tuple[tuple[str, float], ...]] = (("p95", 0.95), ("p99", 0.99))
 
@@ -128,7 +129,7 @@ def _reading_rows(numbers: dict[str, Any], tail: dict[str, Any] | None) -> list[
     prefix, _, metric, interval = next(r for r in _READINGS if numbers.get(r[1]) == 1.0)
     if prefix == "queue_free_tail" and numbers.get("queue_free_tail_with_formation") == 0.0:
         interval = SERVICE_INTERVAL
-    level = float(numbers.get(f"{prefix}_level", 1.0 - (1.0 - CONFIDENCE) / 2.0))
+    level = float(numbers.get(f"{prefix}_level", UNSTORED_READING_LEVEL))
     rows = []
     for name, _ in IMPACT_QUANTILES:
         gap = float(numbers[f"{name}_{prefix}_gap_us"])

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, Final
+
+# The level of the trigger's further readings in records made before it was stored with them:
+# then always 1 - alpha/2.
+UNSTORED_READING_LEVEL: Final[float] = 0.975
+
 
 def fmt_us(x: float | None) -> str | None:
     """Microseconds: "941.9 µs" below a millisecond, "2.642 ms" above."""
@@ -40,3 +47,8 @@ def fmt_pct(x: float | None) -> str | None:
 def fmt_level(level: float) -> str:
     """A confidence level as a percentage, to its last digit: 0.9875 -> '98.75%'."""
     return f"{100.0 * level:g}%"
+
+
+def fmt_reading_level(fired: Mapping[str, Any]) -> str:
+    """The level of a further reading's intervals, from its verdict's "fired" entry."""
+    return fmt_level(float(fired.get("level", UNSTORED_READING_LEVEL)))

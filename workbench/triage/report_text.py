@@ -8,7 +8,7 @@ from typing import Any
 
 from workbench.triage.brief import READINGS
 from workbench.triage.evidence import Interval, StageRow
-from workbench.triage.numbers_text import fmt_level
+from workbench.triage.numbers_text import fmt_reading_level
 from workbench.triage.triage import TriageResult
 
 
@@ -100,7 +100,7 @@ def render(r: TriageResult) -> str:
         if (eq.get("fired") or {}).get("value"):
             # The verdict fired on these: printed beside the observed ones it does not rest on.
             p95, p99 = (Interval(**eq[q]) for q in ("p95", "p99"))
-            level = fmt_level(eq["fired"].get("level", 0.975))
+            level = fmt_reading_level(eq["fired"])
             out.append(
                 f"  {words} (the verdict's reading): p95 gap {_ci(p95)} ms   "
                 f"p99 gap {_ci(p99)} ms ({level} CI)"

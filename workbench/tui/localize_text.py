@@ -61,14 +61,13 @@ def _reading(doc: dict[str, Any]) -> str:
     """The gaps of the second reading the verdict fired on, if it did ('' otherwise)."""
     # Tables of words and number formats: no data stack behind them.
     from workbench.triage.brief import READINGS
-    from workbench.triage.numbers_text import fmt_level
+    from workbench.triage.numbers_text import fmt_reading_level
 
     for key, _, words, what in READINGS:
         eq = (doc.get("verdict") or {}).get(key) or {}
         fired = eq.get("fired") or {}
         if fired.get("value"):
-            # Records made before the level was stored read at 1 - alpha/2.
-            level = fmt_level(fired.get("level", 0.975))
+            level = fmt_reading_level(fired)
             return (
                 f" The verdict rests on the gaps {words} ({what}): "
                 f"p99 {_iv(eq.get('p99'), level)}, p95 {_iv(eq.get('p95'), level)}."
