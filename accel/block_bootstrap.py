@@ -15,7 +15,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from accel.stats import QUANTILE_METHOD, _resampled_quantiles, clean
+from accel.stats import QUANTILE_METHOD, _resampled_quantiles, clean, joint_percentile_intervals
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -152,7 +152,8 @@ def block_bootstrap_quantile_diffs(
     """Per q in qs: (diff, lo, hi) of quantile_q(x) - quantile_q(y) for two series in time
     order (requests by arrival), by a moving-block bootstrap, so that a queue's run of slow
     requests is resampled as a run; block lengths from each series' autocorrelation
-    (block_length) unless given. One resample serves every quantile."""
+    (block_length) unless given. One resample serves every quantile; the intervals hold
+    together at 1 - alpha (joint_percentile_intervals)."""
     a, b = clean(x), clean(y)
     if a.size == 0 or b.size == 0:
         return [(math.nan, math.nan, math.nan) for _ in qs]
@@ -161,9 +162,10 @@ def block_bootstrap_quantile_diffs(
     boot = _block_resampled_quantiles(a, qs, n_boot, la, rng) - _block_resampled_quantiles(
         b, qs, n_boot, lb, rng
     )
+    joint = joint_percentile_intervals(boot, alpha)
     out = []
     for j, q in enumerate(qs):
-        lo, hi = np.quantile(boot[:, j], [alpha / 2, 1 - alpha / 2])
+        lo, _, hi = joint[j]
         diff = np.quantile(a, q, method=QUANTILE_METHOD) - np.quantile(b, q, method=QUANTILE_METHOD)
         out.append((float(diff), float(lo), float(hi)))
     return out

@@ -111,6 +111,46 @@ def bootstrap_quantile_diff(
     return (float(diff), float(lo), float(hi))
 
 
+def joint_percentile_intervals(draws: ArrayLike, alpha: float = 0.05) -> F64:
+    """Per column of `draws` (rows: resamples or replays, columns: quantities read together):
+    (lo, median, hi), percentile intervals that hold together at 1 - alpha.
+
+    Each column's tails are cut at the largest share a (alpha/m <= a <= alpha, m columns; m = 1
+    gives alpha) at which at least 1 - alpha of the complete rows lie inside every interval at
+    once: a verdict that fires on either of two quantiles has one error rate, not two.
+    NaN draws are dropped per column; a column with fewer than two gives NaN.
+    """
+    d = np.asarray(draws, dtype=np.float64)
+    if d.ndim != 2:
+        raise ValueError(f"joint_percentile_intervals needs rows x columns, got {d.shape}")
+    cols = [d[:, j][np.isfinite(d[:, j])] for j in range(d.shape[1])]
+    usable = [j for j, c in enumerate(cols) if c.size >= 2]
+    complete = d[np.isfinite(d).all(axis=1)][:, usable]
+
+    def bounds(a: float) -> F64:
+        return np.array([np.quantile(cols[j], [a / 2, 1 - a / 2]) for j in usable])
+
+    def coverage(a: float) -> float:
+        b = bounds(a)
+        inside = (complete >= b[:, 0]) & (complete <= b[:, 1])
+        return float(inside.all(axis=1).mean()) if complete.shape[0] else 1.0
+
+    m = len(usable)
+    share = alpha
+    if m > 1 and coverage(alpha) < 1 - alpha:
+        # coverage falls as the share grows: bisect for the largest share that keeps it
+        lo, hi = alpha / m, alpha
+        for _ in range(30):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if coverage(mid) >= 1 - alpha else (lo, mid)
+        share = lo
+    out = np.full((d.shape[1], 3), np.nan)
+    for j in usable:
+        lo_q, mid_q, hi_q = np.quantile(cols[j], [share / 2, 0.5, 1 - share / 2])
+        out[j] = (lo_q, mid_q, hi_q)
+    return out
+
+
 def rankdata(x: ArrayLike) -> F64:
     """Ranks 1..n of x with ties given their average rank."""
     a = np.asarray(x, dtype=np.float64).ravel()

@@ -236,3 +236,44 @@ def test_proportion_diff_ci_is_narrower_than_end_to_end_wilson() -> None:
     _, l1, u1 = stats.wilson_interval(3, 200)
     _, l2, u2 = stats.wilson_interval(1, 200)
     assert l1 - u2 < lo < d < hi < u1 - l2
+
+
+def _joint_coverage(d: np.ndarray, iv: np.ndarray) -> float:
+    return float(((d >= iv[:, 0]) & (d <= iv[:, 2])).all(axis=1).mean())
+
+
+def test_joint_intervals_of_one_column_are_the_plain_percentile_interval() -> None:
+    col = np.random.default_rng(3).normal(size=(2000, 1))
+    lo, mid, hi = stats.joint_percentile_intervals(col, 0.05)[0]
+    assert (lo, mid, hi) == tuple(np.quantile(col[:, 0], [0.025, 0.5, 0.975]))
+
+
+def test_joint_intervals_of_independent_columns_lie_between_alpha_and_bonferroni() -> None:
+    d = np.random.default_rng(4).normal(size=(20000, 2))
+    iv = stats.joint_percentile_intervals(d, 0.05)
+    assert _joint_coverage(d, iv) >= 0.95
+    # two independent intervals hold together at 95% when each holds at about 97.5%
+    for j in range(2):
+        plain = np.quantile(d[:, j], [0.025, 0.975])
+        bonferroni = np.quantile(d[:, j], [0.0125, 0.9875])
+        assert bonferroni[0] <= iv[j, 0] < plain[0] and plain[1] < iv[j, 2] <= bonferroni[1]
+    assert _joint_coverage(d, iv) == pytest.approx(0.95, abs=0.002)
+
+
+def test_joint_intervals_of_one_quantity_read_twice_are_not_widened() -> None:
+    x = np.random.default_rng(5).normal(size=4000)
+    iv = stats.joint_percentile_intervals(np.column_stack([x, x]), 0.05)
+    for j in range(2):
+        assert (iv[j, 0], iv[j, 2]) == tuple(np.quantile(x, [0.025, 0.975]))
+
+
+def test_joint_intervals_drop_nan_per_column_and_need_two_draws() -> None:
+    d = np.random.default_rng(6).normal(size=(500, 3))
+    d[::7, 0] = np.nan
+    d[:, 2] = np.nan
+    d[0, 2] = 1.0
+    iv = stats.joint_percentile_intervals(d, 0.05)
+    assert np.isnan(iv[2]).all() and np.isfinite(iv[:2]).all()
+    assert iv[0, 1] == np.median(d[:, 0][np.isfinite(d[:, 0])])
+    with pytest.raises(ValueError, match="rows x columns"):
+        stats.joint_percentile_intervals(np.zeros(5), 0.05)

@@ -53,7 +53,8 @@ def test_the_gap_grows_with_the_load_and_is_nil_at_the_same_rate() -> None:
     assert ratio == pytest.approx(1.0, abs=0.02)
     assert all(same.ci[q][0] < 0 < same.ci[q][1] for q in QNAMES)
     last = 0.0
-    for load in (0.6, 0.7, 0.8):
+    # from 1.3x the rate: at 1.2x, 400 requests cannot confirm p95 and p99 together
+    for load in (0.65, 0.7, 0.8):
         f = observed_queue(_at_rate(400, load, 7))
         gaps, ratio = load_gaps(f, c, QS, QNAMES, 200, 0, 0.05)
         assert ratio == pytest.approx(load / 0.5, rel=0.1)

@@ -20,6 +20,7 @@ import numpy as np
 from accel.localize.queue_bootstrap import replay_count, replayed_quantiles
 from accel.localize.requeue import QueueState
 from accel.ops import F64
+from accel.stats import joint_percentile_intervals
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,11 @@ def equal_traffic_gaps(
 
 def replayed_gaps(d: F64, names: Sequence[str], alpha: float, replays: int) -> EqualTraffic:
     """Per quantile name (a column of d, the replays' differences): the median difference and
-    its (1 - alpha) percentile interval."""
+    its percentile interval, the intervals holding together at 1 - alpha."""
     gap: dict[str, float] = {}
     ci: dict[str, tuple[float, float]] = {}
+    joint = joint_percentile_intervals(d, alpha)
     for j, name in enumerate(names):
-        col: F64 = d[:, j][np.isfinite(d[:, j])]
-        if col.size < 2:
-            gap[name], ci[name] = float("nan"), (float("nan"), float("nan"))
-            continue
-        lo, mid, hi = np.quantile(col, [alpha / 2, 0.5, 1 - alpha / 2])
+        lo, mid, hi = joint[j]
         gap[name], ci[name] = float(mid), (float(lo), float(hi))
     return EqualTraffic(gap, ci, replays)

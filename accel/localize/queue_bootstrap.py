@@ -22,6 +22,7 @@ import numpy as np
 
 from accel.localize.requeue import QueueState
 from accel.ops import F64, I64
+from accel.stats import joint_percentile_intervals
 
 # Replays are run this many at once: bounds the (rows x jobs) working arrays.
 _ROWS: Final[int] = 16
@@ -191,20 +192,15 @@ def queue_gap_intervals(
     seed: int,
     alpha: float,
 ) -> list[tuple[float, float]]:
-    """Per q: a (1 - alpha) interval of the observed quantile gap from the spread of the
-    replayed gaps (failing replay minus comparator replay), centred on the observed gap: the
-    replays' own level is a model's, their spread is what is read (replay_count replays)."""
+    """Per q: an interval of the observed quantile gap (all together at 1 - alpha) from the
+    spread of the replayed gaps (failing replay minus comparator replay), centred on the
+    observed gap: the replays' own level is a model's, their spread is what is read."""
     rng = np.random.default_rng(seed)
     replays = replay_count(failing, comparator, n_boot)
     d = replayed_quantiles(failing, qs, replays, rng) - replayed_quantiles(
         comparator, qs, replays, rng
     )
     out = []
-    for j, g in enumerate(gaps):
-        col = d[:, j][np.isfinite(d[:, j])]
-        if col.size < 2:
-            out.append((float("nan"), float("nan")))
-            continue
-        lo, mid, hi = np.quantile(col, [alpha / 2, 0.5, 1 - alpha / 2])
+    for g, (lo, mid, hi) in zip(gaps, joint_percentile_intervals(d, alpha), strict=True):
         out.append((float(g + lo - mid), float(g + hi - mid)))
     return out
