@@ -11,12 +11,14 @@ from triage_stores import RunSpec, incident_store, write_run
 
 from accel import stats
 from workbench.store import db
+from workbench.store.arrays import run_exists, run_presence
 from workbench.triage import evidence
 
 MINE = [
     "run_requests",
     "run_ops",
     "run_presence",
+    "run_committed",
     "compile_phases",
     "warmup_requests",
     "stage_quantiles",
@@ -281,3 +283,8 @@ def test_compile_rows_fetched_once_serve_warmup_shapes_and_evidence(con) -> None
                                    fetched.phases)  # fmt: skip
     with pytest.raises(ValueError, match="compile_phases was given with"):
         evidence.pair_tables(con, "failing", "comparator", names=["compile_phases"], given=(other,))
+
+
+def test_a_committed_run_is_one_whose_runs_row_is_written(con) -> None:  # type: ignore[no-untyped-def]
+    assert run_exists(con, "failing") and run_presence(con, "failing")[0]
+    assert not run_exists(con, "no-such-run") and run_presence(con, "no-such-run") == (False, 0)
