@@ -125,7 +125,8 @@ def joint_percentile_intervals(draws: ArrayLike, alpha: float = 0.05) -> F64:
         raise ValueError(f"joint_percentile_intervals needs rows x columns, got {d.shape}")
     cols = [d[:, j][np.isfinite(d[:, j])] for j in range(d.shape[1])]
     usable = [j for j, c in enumerate(cols) if c.size >= 2]
-    complete = d[np.isfinite(d).all(axis=1)][:, usable]
+    sub = d[:, usable]
+    complete = sub[np.isfinite(sub).all(axis=1)]
 
     def bounds(a: float) -> F64:
         return np.array([np.quantile(cols[j], [a / 2, 1 - a / 2]) for j in usable])
