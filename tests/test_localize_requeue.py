@@ -147,3 +147,27 @@ def test_unqueued_gives_each_request_its_service_and_formation_under_any_service
     np.testing.assert_allclose(requeue(bare, req.stage_us), q.service, atol=1e-6)
     np.testing.assert_allclose(queue_free(q, formation=False), q.service)
     np.testing.assert_allclose(requeue(bare, faster) - q.service, moved, atol=1e-6)
+
+
+def test_one_overlap_does_not_add_a_slot_where_the_capacity_binds() -> None:
+    """Three slots near saturation, and one request that began at its arrival while three
+    others were in service (a fourth in flight once): still three slots, where the maximum
+    read four, and a server at 95% load was re-run as one at 71%."""
+    n, c = 600, 3
+    arrival = _arrivals(n, 70.0, seed=7)
+    service = np.random.default_rng(8).uniform(150.0, 250.0, n)
+    latency = _slots_fifo(arrival, service, c)
+    waited = np.flatnonzero(latency - service > 50.0)
+    assert waited.size > n // 10  # the capacity binds
+    latency[waited[waited.size // 2]] = service[waited[waited.size // 2]]
+    assert observed_queue(requests(arrival, latency, service)).slots == c
+    # with no request waiting, every overlap is a slot: nothing to bind, nothing to invent
+    free = observed_queue(requests(arrival, service.copy(), service))
+    assert free.slots == int(_in_flight_max(arrival, service))
+
+
+def _in_flight_max(arrival: np.ndarray, service: np.ndarray) -> int:
+    t = arrival + 0.1 * service
+    started = np.searchsorted(np.sort(arrival), t, side="right")
+    ended = np.searchsorted(np.sort(arrival + service), t, side="right")
+    return int((started - ended).max())
