@@ -166,9 +166,8 @@ def _slots(jstart: F64, jend: F64, waited: int) -> int:
     ended = np.searchsorted(np.sort(jend), t, side="right")
     seen = np.sort(started - ended)[::-1]  # concurrency per job, most first
     need = max(2, math.ceil(0.01 * seen.size))
-    if waited < need:
-        return int(max(1, seen[0]))
-    return int(max(1, seen[min(need, seen.size) - 1]))
+    # (waited counts jobs, so past this check there are at least `need` of them)
+    return int(max(1, seen[0] if waited < need else seen[need - 1]))
 
 
 def _free_times(jstart: F64, jend: F64, slots: int) -> F64:
