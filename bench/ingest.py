@@ -10,7 +10,10 @@ HTA's TraceAnalysis(trace_dir=...) loads the same file as many times (after its 
 each a whole process measured the same way, and the ratios are whole process against whole process: HTA's wall seconds over
 ours, our tree's peak over HTA's. Without it the in-process ratios use --hta-json (the output
 of bench/hta_reference.py) or else the figures quoted in the issue (labelled so). MB and MB/s
-are of the JSON text (uncompressed, also for a .gz trace). Ends with one JSON line.
+are of the JSON text (uncompressed, also for a .gz trace). A trace this big has its args
+decoded on a second process (store/args_process.py): the tree's peak and CPU include it, and
+WORKBENCH_ARGS_PROCESS=0 in the environment measures the import on one process instead. Ends
+with one JSON line.
 
     uv run python bench/ingest.py [--trace PATH] [--mb 209] [--repeat 3] [--profile]
         [--hta-python /work/venvs/hta-fleet/bin/python | --hta-json HTA_OUTPUT]
@@ -293,6 +296,8 @@ def main() -> None:
         "bytes_per_event": round(size / events),
         "repeat": len(runs),
         "bytecode": "cached (a warm-up run first, for ours and HTA alike)",
+        # "auto" (a second process for traces of 64 MB or more), "0" (never) or "1" (always).
+        "args_process": os.environ.get("WORKBENCH_ARGS_PROCESS") or "auto",
         "import_s_median": round(sec, 3),
         "import_s_min": round(min(r["seconds"] for r in runs), 3),
         "process_s_median": round(process_s, 3),

@@ -163,6 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # An import does no linear algebra: OpenBLAS's threads, started as numpy loads (next,
         # with the store's modules), only cost start-up CPU (~0.05-0.08 s per process).
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        if "--fleet" not in argv:  # a fleet's workers keep both cores busy without it
+            from workbench.store.args_spawn import start_early
+
+            # A big trace's second decoding process imports its modules beside this one's.
+            start_early(argv[1:])
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _swallowing_hook(previous_hook)
     _running[0] = True

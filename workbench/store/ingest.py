@@ -187,6 +187,7 @@ def ingest(
         release_freed()
         # The args text (half a real trace's bytes) is only written: held packed until then.
         opened.pack_text = True
+        opened.second_process = True
         # Without numpy's huge-page advice and with Arrow's buffers on the C heap too: each
         # fresh multi-MB column otherwise faults in (and the kernel zeroes) its pages anew;
         # ~40% of a 2M-event nsys import's CPU was the kernel's, now ~30% of a smaller total.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, is_not
@@ -155,19 +156,31 @@ def decode_args(
 
     With `text_sink` the args text goes there (packed) and the result's text is the sink.
     """
-    n = len(raws)
-    present = np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=n)
+    present = np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=len(raws))
     # One JSON array "[a,b,...]" built in C from the raw slices: a single decode call.
     encoded = msgspec.json.encode(raws)
+    text = _string_column(raws, present)
+    return args_columns(encoded, present, text, lambda: raws, text_sink)
+
+
+def args_columns(
+    encoded: bytes,
+    present: B1,
+    text: pa.StringArray,
+    raws: Callable[[], list[msgspec.Raw]],
+    text_sink: PackedText | None = None,
+) -> ArgColumns:
+    """decode_args given the chunk's args as one JSON array, their text column and (called
+    only when a value is of an unusual type) the args one by one."""
+    n = len(present)
     try:
         parsed = _ARGS_DECODER.decode(encoded)
     except msgspec.ValidationError:
-        parsed = [_lenient(bytes(r)) for r in raws]
-    del encoded
-    text: pa.Array | PackedText = _string_column(raws, present)
+        parsed = [_lenient(bytes(r)) for r in raws()]
+    out_text: pa.Array | PackedText = text
     if text_sink is not None:
         text_sink.add(text)
-        text = text_sink
+        out_text = text_sink
     corr, corr_valid = _ids(parsed, "correlation")
     ext, ext_valid = _ids(parsed, "external_id")
     dims = list(map(attrgetter("input_dims"), parsed))
@@ -184,7 +197,7 @@ def decode_args(
         shape=shape,
         nbytes=pa.array(list(map(attrgetter("nbytes"), parsed)), type=pa.float64()),
         flops=pa.array(list(map(attrgetter("flops"), parsed)), type=pa.float64()),
-        text=text,
+        text=out_text,
     )
 
 
@@ -201,10 +214,17 @@ def _string_column(raws: list[msgspec.Raw], present: B1, drop_blanks: bool = Fal
     """Raw JSON slices as one string column built on a single joined buffer (no copies);
     `drop_blanks` removes every blank (those of a regular expression's \\s) from the values."""
     lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
-    offsets = np.zeros(len(raws) + 1, dtype=np.int64)
+    return string_column(b"".join(raws), lengths, present, drop_blanks)
+
+
+def string_column(
+    joined: bytes | pa.Buffer, lengths: I64, present: B1, drop_blanks: bool = False
+) -> pa.Array:
+    """_string_column of values given joined, with their lengths."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    joined = b"".join(raws)
     if drop_blanks:
+        joined = joined if isinstance(joined, bytes) else joined.to_pybytes()
         blank_at = np.flatnonzero(_IS_BLANK[np.frombuffer(joined, dtype=np.uint8)])
         if blank_at.size:
             # Each offset moves back by the blanks before it (found among the few blanks, not
@@ -212,14 +232,14 @@ def _string_column(raws: list[msgspec.Raw], present: B1, drop_blanks: bool = Fal
             offsets -= np.searchsorted(blank_at, offsets)
             joined = joined.translate(None, _BLANKS)
     # Null slots keep their bytes ("{}" of an event without args); the validity bitmap hides them.
-    data = pa.py_buffer(joined)
+    data = joined if isinstance(joined, pa.Buffer) else pa.py_buffer(joined)
     validity = pa.py_buffer(np.packbits(present, bitorder="little"))
-    null_count = int(len(raws) - present.sum())
+    null_count = int(len(lengths) - present.sum())
     if offsets[-1] >= (1 << 31) - 1:
         # A decode chunk is a few MB, so its args text cannot reach 2 GiB.
         raise ValueError("args text of one chunk exceeds 2 GiB")
     return pa.StringArray.from_buffers(
-        len(raws), pa.py_buffer(offsets.astype(np.int32)), data, validity, null_count
+        len(lengths), pa.py_buffer(offsets.astype(np.int32)), data, validity, null_count
     )
 
 

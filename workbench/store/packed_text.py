@@ -30,7 +30,7 @@ def _pack(data: pa.Buffer) -> pa.Buffer:
 
 
 @dataclass
-class _Chunk:
+class PackedChunk:
     """One decoded chunk's string array with its character data compressed."""
 
     n: int  # rows before `keep`
@@ -52,26 +52,45 @@ class _Chunk:
         return arr if self.keep is None else arr.filter(pa.array(self.keep))
 
 
+def pack_now(arr: pa.StringArray) -> PackedChunk:
+    """arr packed on this thread (a process that decodes args for another packs them so)."""
+    validity, offsets, data = _buffers(arr)
+    size = data.size if data is not None else 0
+    packed = _pack(data) if data is not None and size else pa.py_buffer(b"")
+    return PackedChunk(len(arr), offsets, validity, arr.null_count, size, packed)
+
+
+def _buffers(arr: pa.StringArray) -> tuple[pa.Buffer | None, pa.Buffer, pa.Buffer | None]:
+    if arr.offset:
+        raise ValueError("PackedText takes unsliced arrays")
+    validity, offsets, data = arr.buffers()
+    assert offsets is not None
+    return validity, offsets, data
+
+
 class PackedText:
     """Chunks of one string column, compressed on a background thread as they are added."""
 
     def __init__(self) -> None:
-        self._chunks: list[_Chunk] = []
+        self._chunks: list[PackedChunk] = []
         self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(1, "pack-text")
 
     def add(self, arr: pa.StringArray) -> None:
         """Append a chunk (an unsliced string array); its characters are packed meanwhile."""
-        if arr.offset:
-            raise ValueError("PackedText takes unsliced arrays")
-        validity, offsets, data = arr.buffers()
-        assert offsets is not None
+        validity, offsets, data = _buffers(arr)
         size = data.size if data is not None else 0
         if self._pool is None:
             raise RuntimeError("PackedText is closed: no more chunks")
         packed: Future[pa.Buffer] | pa.Buffer = (
             self._pool.submit(_pack, data) if size else pa.py_buffer(b"")
         )
-        self._chunks.append(_Chunk(len(arr), offsets, validity, arr.null_count, size, packed))
+        self._chunks.append(PackedChunk(len(arr), offsets, validity, arr.null_count, size, packed))
+
+    def add_packed(self, chunk: PackedChunk) -> None:
+        """Append a chunk packed elsewhere (pack_now)."""
+        if self._pool is None:
+            raise RuntimeError("PackedText is closed: no more chunks")
+        self._chunks.append(chunk)
 
     def close(self) -> None:
         """Wait for the packing to finish (errors surface here) and stop its thread."""
@@ -112,7 +131,7 @@ class PackedText:
             else:
                 mask = part.copy()
             out._chunks.append(
-                _Chunk(c.n, c.offsets, c.validity, c.null_count, c.raw_size, c.data, mask)
+                PackedChunk(c.n, c.offsets, c.validity, c.null_count, c.raw_size, c.data, mask)
             )
         if start != len(keep):
             raise ValueError(f"keep has {len(keep)} rows, the column {start}")
@@ -120,7 +139,7 @@ class PackedText:
 
     def rows(self, start: int, stop: int) -> pa.ChunkedArray:
         """Rows [start, stop) unpacked (only the chunks they fall in)."""
-        wanted: list[tuple[_Chunk, int, int]] = []
+        wanted: list[tuple[PackedChunk, int, int]] = []
         at = 0
         for c in self._chunks:
             rows = c.rows

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import cast
 
 from workbench.errors import WorkbenchError
+from workbench.store.args_process import ArgsProcess, ArgsProcessFailed
+from workbench.store.args_spawn import wanted as second_process_wanted
 from workbench.store.chrome_stream import EventStream, Fallback
 from workbench.store.chrome_trace import GZIP_MAGIC, read_source, split_events, utf16_encoding
 from workbench.store.importers.devices import device_meta
@@ -72,7 +74,7 @@ class KinetoJson:
         opened = Opened(
             lambda: state.sha or file_sha(path),
             lambda: state.n_bytes or _file_size(path),
-            lambda: _decode(path, state, progress, cancel, opened.pack_text),
+            lambda: _decode(path, state, progress, cancel, opened.pack_text, opened.second_process),
         )
         return opened
 
@@ -98,6 +100,22 @@ def _decode(
     progress: ProgressFn | None,
     cancel: threading.Event | None,
     pack_text: bool,
+    second_process: bool,
+) -> Decoded:
+    try:
+        return _decode_once(path, state, progress, cancel, pack_text, second_process)
+    except ArgsProcessFailed:
+        # The second process is only a speed-up: without it the same columns come out.
+        return _decode_once(path, state, progress, cancel, pack_text, False)
+
+
+def _decode_once(
+    path: Path,
+    state: _Read,
+    progress: ProgressFn | None,
+    cancel: threading.Event | None,
+    pack_text: bool,
+    second_process: bool,
 ) -> Decoded:
     subject = str(path)
     try:
@@ -105,13 +123,14 @@ def _decode(
             if progress is not None:
                 progress(IngestProgress(subject, "read", 0, stream.reader.size, 0))
             total = stream.reader.text_total
+            second = second_process and second_process_wanted(stream.reader.size)
             cols, args = _columns(
-                stream.chunks(KinetoFile), subject, total, progress, cancel, pack_text
+                stream.chunks(KinetoFile), subject, total, progress, cancel, pack_text, second
             )
             header = cast(KinetoFile | None, stream.header)
             warnings: list[str] = []
             state.sha, state.n_bytes = stream.reader.sha, stream.reader.text_done
-    except ImportCancelled:
+    except (ImportCancelled, ArgsProcessFailed):
         raise
     except (Fallback, WorkbenchError):
         # Anything odd (damage, a cut-off array, UTF-16, a limit): the whole-text reader
@@ -121,7 +140,10 @@ def _decode(
         warnings = []
         header, chunks = split_events(data, subject, KinetoFile, warnings)
         del data
-        cols, args = _columns(chunks, subject, lambda: state.n_bytes, progress, cancel, pack_text)
+        second = second_process and second_process_wanted(state.n_bytes)
+        cols, args = _columns(
+            chunks, subject, lambda: state.n_bytes, progress, cancel, pack_text, second
+        )
     return _decoded(header, cols, args, warnings)
 
 
@@ -132,20 +154,31 @@ def _columns(
     progress: ProgressFn | None,
     cancel: threading.Event | None,
     pack_text: bool = False,
+    second_process: bool = False,
 ) -> tuple[TraceColumns, ArgColumns]:
     """The kept events' columns and their args, chunk by chunk (the args text packed on a
-    second thread as it comes when `pack_text`)."""
+    second thread as it comes when `pack_text`; the args decoded on a second process when
+    `second_process`)."""
     builder = ColumnBuilder(subject)
     arg_parts = []
+    helper = ArgsProcess() if second_process else None
     sink = PackedText() if pack_text else None
     try:
         for events, done in chunks:
             check_cancel(cancel, subject)
-            arg_parts.append(decode_args(builder.add(events), subject, sink))
-            del events
+            raws = builder.add(events)
+            if helper is None:
+                arg_parts.append(decode_args(raws, subject, sink))
+            else:
+                helper.submit(raws)
+            del events, raws
             if progress is not None:
                 progress(IngestProgress(subject, "decode", done, max(total(), done), builder.seen))
+        if helper is not None:
+            arg_parts = helper.results(sink)
     finally:
+        if helper is not None:
+            helper.close()
         if sink is not None:
             sink.close()
     del chunks

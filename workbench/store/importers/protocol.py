@@ -52,6 +52,9 @@ class Opened:
         # Set before decode by a caller that writes the events file itself (ingest): a format
         # that can hand the args text over packed (ArgColumns.text a PackedText) then does.
         self.pack_text = False
+        # Set by a caller that imports one file at a time (ingest, not a fleet's workers, which
+        # already keep every core busy): a format may then decode on a second process too.
+        self.second_process = False
 
     @property
     def sha(self) -> str:
