@@ -48,7 +48,7 @@ def used(monkeypatch: pytest.MonkeyPatch) -> _Used:
     """Counts the second process's answers taken and the decodes tried."""
     count = _Used()
     real_results = ArgsProcess.results
-    real_once = kineto_json._decode_once
+    real_once = kineto_json._decode
 
     def results(self: ArgsProcess, sink: Any) -> Any:
         out = real_results(self, sink)
@@ -60,7 +60,7 @@ def used(monkeypatch: pytest.MonkeyPatch) -> _Used:
         return real_once(*args)
 
     monkeypatch.setattr(ArgsProcess, "results", results)
-    monkeypatch.setattr(kineto_json, "_decode_once", once)
+    monkeypatch.setattr(kineto_json, "_decode", once)
     return count
 
 

@@ -6,6 +6,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -74,7 +75,10 @@ class KinetoJson:
         opened = Opened(
             lambda: state.sha or file_sha(path),
             lambda: state.n_bytes or _file_size(path),
-            lambda: _decode(path, state, progress, cancel, opened.pack_text, opened.second_process),
+            lambda: _one_or_two(
+                partial(_decode, path, state, progress, cancel, opened.pack_text),
+                opened.second_process,
+            ),
         )
         return opened
 
@@ -94,22 +98,16 @@ def _file_size(path: Path) -> int:
         raise WorkbenchError(str(path), f"cannot read file: {exc.strerror or exc}") from exc
 
 
-def _decode(
-    path: Path,
-    state: _Read,
-    progress: ProgressFn | None,
-    cancel: threading.Event | None,
-    pack_text: bool,
-    second_process: bool,
-) -> Decoded:
+def _one_or_two(decode: Callable[[bool], Decoded], second_process: bool) -> Decoded:
+    """decode(second_process), or decode(False) when the second process failed: it is only a
+    speed-up, and without it the same columns come out."""
     try:
-        return _decode_once(path, state, progress, cancel, pack_text, second_process)
+        return decode(second_process)
     except ArgsProcessFailed:
-        # The second process is only a speed-up: without it the same columns come out.
-        return _decode_once(path, state, progress, cancel, pack_text, False)
+        return decode(False)
 
 
-def _decode_once(
+def _decode(
     path: Path,
     state: _Read,
     progress: ProgressFn | None,
