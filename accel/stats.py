@@ -111,6 +111,11 @@ def bootstrap_quantile_diff(
     return (float(diff), float(lo), float(hi))
 
 
+def level_text(level: float) -> str:
+    """A confidence level as a percentage, to its last digit: 0.9875 -> '98.75%'."""
+    return f"{100.0 * level:g}%"
+
+
 def joint_percentile_intervals(draws: ArrayLike, alpha: float = 0.05) -> F64:
     """Per column of `draws` (rows: resamples or replays, columns: quantities read together):
     (lo, median, hi), percentile intervals that hold together at 1 - alpha.

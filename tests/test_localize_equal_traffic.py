@@ -85,8 +85,8 @@ def check_printed_reading(store: Path, capsys: Any, key: str, words: str) -> dic
     """Triage the store's pair: a regression on the verdict's `key` reading, whose interval
     and level the CLI report and the app's verdict text print under `words`; returns the triage
     JSON."""
+    from accel.stats import level_text
     from workbench.cli.main import main
-    from workbench.triage.numbers_text import fmt_level
     from workbench.tui.localize_text import verdict_text
 
     argv = ["triage", "--store", str(store), "--failing", "failing", "--comparator", "comparator"]
@@ -97,7 +97,7 @@ def check_printed_reading(store: Path, capsys: Any, key: str, words: str) -> dic
     assert main(argv) == 0
     text = capsys.readouterr().out
     line = next(x for x in text.splitlines() if f"{words} (the verdict's reading)" in x)
-    level = f"{fmt_level(read['fired']['level'])} CI"
+    level = f"{level_text(read['fired']['level'])} CI"
     assert all(f"{read[q]['lo'] / 1e3:+.2f}" in line for q in QNAMES) and level in line
     loc = SimpleNamespace(
         origin=doc["origin_stage"], manifest=doc["manifest_stage"], mechanism=doc["mechanism"],
@@ -122,9 +122,9 @@ def check_exported_reading(store: Path, capsys: Any, key: str, metric: str, word
     and the brief names it in `words`; returns the exported Markdown."""
     from test_export_summary import check_schema
 
+    from accel.stats import level_text
     from workbench.cli.main import main
     from workbench.triage.brief import READINGS
-    from workbench.triage.numbers_text import fmt_level
 
     at = ["--store", str(store)]
     assert main(["incident", "new", *at, "--title", "t", "--id", "INC-r"]) == 0
@@ -148,7 +148,7 @@ def check_exported_reading(store: Path, capsys: Any, key: str, metric: str, word
         assert row["row_confidence_level"] == read["fired"]["level"]
     assert rows[metric, "p95"]["ci_low_us"] > 0
     what = doc["brief"]["what_regressed"][0]
-    level = fmt_level(read["fired"]["level"])
+    level = level_text(read["fired"]["level"])
     assert f"{words}, the verdict's reading, p99" in what and f"{level} CI" in what
     assert main(["export", *at, "--incident", "INC-r", "--format", "md", "-o", "-"]) == 0
     md = capsys.readouterr().out

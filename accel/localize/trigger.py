@@ -46,6 +46,7 @@ from accel.localize.load_change import load_gaps
 from accel.localize.queue_bootstrap import queue_gap_intervals
 from accel.localize.requeue import QueueState, arrival_rate, queue_free, same_arrival_rate
 from accel.ops import F64
+from accel.stats import level_text
 
 REGRESSION: Final[str] = "regression"
 NO_REGRESSION: Final[str] = "no regression"
@@ -236,10 +237,6 @@ def further_alpha(policy: TriggerPolicy, both: bool) -> float:
     return policy.alpha / (4.0 if both and policy.equal_traffic and policy.queue_free_tail else 2.0)
 
 
-def _level(alpha: float) -> str:
-    return f"{100.0 * (1.0 - alpha):g}%"
-
-
 def decide(
     lf: F64,
     lc: F64,
@@ -346,7 +343,7 @@ def decide(
         gap_text += "; at equal traffic (both services replayed on the same arrivals, " + (
             f"{equal.replays} replays): "
             + "; ".join(
-                f"{q} gap {equal.gap[q]:+.0f} us ({_level(f_alpha)} CI "
+                f"{q} gap {equal.gap[q]:+.0f} us ({level_text(1.0 - f_alpha)} CI "
                 f"{equal.ci[q][0]:+.0f}..{equal.ci[q][1]:+.0f})"
                 for q in QNAMES
             )
@@ -365,7 +362,7 @@ def decide(
             )
             + "): "
             + "; ".join(
-                f"{q} gap {queue_free.gap[q]:+.0f} us ({_level(f_alpha)} CI "
+                f"{q} gap {queue_free.gap[q]:+.0f} us ({level_text(1.0 - f_alpha)} CI "
                 f"{queue_free.ci[q][0]:+.0f}..{queue_free.ci[q][1]:+.0f}) vs threshold "
                 f"{qf_limit[q]:.0f} us"
                 for q in QNAMES
@@ -378,7 +375,7 @@ def decide(
             "significantly; the comparator's service replayed at that rate and at its own, on the "
             "same jobs and traffic): "
             + "; ".join(
-                f"{q} gap {load.gap[q]:+.0f} us ({_level(f_alpha)} CI "
+                f"{q} gap {load.gap[q]:+.0f} us ({level_text(1.0 - f_alpha)} CI "
                 f"{load.ci[q][0]:+.0f}..{load.ci[q][1]:+.0f})"
                 for q in QNAMES
             )

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from accel.stats import level_text
 from workbench.triage.numbers_text import (
     fmt_ci,
-    fmt_level,
     fmt_pct,
     fmt_signed,
     fmt_us,
@@ -98,7 +98,7 @@ def _what(doc: dict[str, Any]) -> str:
             # The verdict rests on these, not on the observed gaps before them.
             text += (
                 f"; {words}, the verdict's reading, p99 {fmt_signed(e99['delta_us'])} "
-                f"({fmt_level(e99['row_confidence_level'])} CI "
+                f"({level_text(e99['row_confidence_level'])} CI "
                 f"{fmt_ci(e99['ci_low_us'], e99['ci_high_us'])}), p95 "
                 f"{fmt_signed(e95['delta_us'])} (CI {fmt_ci(e95['ci_low_us'], e95['ci_high_us'])})"
             )

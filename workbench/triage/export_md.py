@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from accel.stats import level_text
 from workbench.triage import closure_md
 from workbench.triage.brief import PARTS
 from workbench.triage.md_text import code, esc, opt_esc
 from workbench.triage.md_text import table as _table
 from workbench.triage.numbers_text import fmt_ci as _ci
-from workbench.triage.numbers_text import fmt_level
 from workbench.triage.numbers_text import fmt_pct as _pct
 from workbench.triage.numbers_text import fmt_signed as _signed
 from workbench.triage.numbers_text import fmt_us as _us
@@ -104,7 +104,7 @@ def _impact(doc: dict[str, Any]) -> list[str]:
 def _with_level(ci: str | None, row: dict[str, Any]) -> str | None:
     """The interval, with its level when the row's is not the table's (' (97.5%)')."""
     level = row.get("row_confidence_level")
-    return ci if ci is None or level is None else f"{ci} ({fmt_level(level)})"
+    return ci if ci is None or level is None else f"{ci} ({level_text(level)})"
 
 
 def _reproduction(doc: dict[str, Any]) -> list[str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from accel.stats import level_text
+
 # The level of the trigger's further readings in records made before it was stored with them:
 # then always 1 - alpha/2.
 UNSTORED_READING_LEVEL: Final[float] = 0.975
@@ -44,11 +46,6 @@ def fmt_pct(x: float | None) -> str | None:
     return None if x is None else f"{x:+.1f}%"
 
 
-def fmt_level(level: float) -> str:
-    """A confidence level as a percentage, to its last digit: 0.9875 -> '98.75%'."""
-    return f"{100.0 * level:g}%"
-
-
 def fmt_reading_level(fired: Mapping[str, Any]) -> str:
     """The level of a further reading's intervals, from its verdict's "fired" entry."""
-    return fmt_level(float(fired.get("level", UNSTORED_READING_LEVEL)))
+    return level_text(float(fired.get("level", UNSTORED_READING_LEVEL)))
