@@ -46,8 +46,10 @@ def wanted(text_bytes: int) -> bool:
     """True when a trace of this many bytes is worth a second process on this machine.
     WORKBENCH_ARGS_PROCESS=0 never starts one, =1 always does (any size: tests use it)."""
     mode = os.environ.get("WORKBENCH_ARGS_PROCESS", "")
-    if mode in ("0", "1"):
-        return mode == "1"
+    if mode == "0" or not sys.executable:  # an embedded interpreter cannot be started again
+        return False
+    if mode == "1":
+        return True
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
