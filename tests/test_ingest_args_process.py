@@ -126,13 +126,15 @@ def _spawn_running(argv: list[str]) -> Any:
     [
         "import sys; sys.exit(3)",  # dies at once: the pipe breaks under the sender
         "import sys; sys.stdin.buffer.read(); sys.exit(0)",  # reads all, answers nothing
+        "import sys, time; sys.stdin.buffer.read(); time.sleep(600)",  # never finishes
     ],
-    ids=["dies", "answers-nothing"],
+    ids=["dies", "answers-nothing", "hangs"],
 )
 def test_an_import_that_loses_its_second_process_decodes_on_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, used: _Used, helper: str
 ) -> None:
     monkeypatch.setattr(chrome_trace, "DECODE_CHUNK", 64 << 10)
+    monkeypatch.setattr(args_process, "ANSWER_WAIT", 1.0)
     monkeypatch.setattr(args_process, "spawn", _spawn_running([sys.executable, "-c", helper]))
     two = _import(tmp_path / "two", RANK0, monkeypatch, "1")
     assert two.status == "imported"

@@ -14,6 +14,7 @@ import gc
 import pickle
 import queue
 import struct
+import subprocess
 import sys
 import threading
 from functools import partial
@@ -37,6 +38,9 @@ _SIZE = struct.Struct("<q")
 # Chunks handed over but not yet written to the pipe: while the second process starts (~0.3 s
 # of imports) the decoder runs on, holding ~4 MB of args per chunk here.
 QUEUED = 12
+# Seconds the second process may take, once all its input is in, to finish the last chunks it
+# holds (a few MB: well under a second); past it, it is stopped and the import decodes on one.
+ANSWER_WAIT = 60.0
 
 
 class ArgsProcessFailed(Exception):
@@ -74,7 +78,10 @@ class ArgsProcess:
         or is unpacked into each part."""
         self._queue.put(None)
         self._sender.join()
-        code = self._helper.proc.wait()
+        try:
+            code = self._helper.proc.wait(timeout=ANSWER_WAIT)
+        except subprocess.TimeoutExpired as exc:
+            raise ArgsProcessFailed(f"no answer {ANSWER_WAIT:g} s after the last chunk") from exc
         if self._failed:
             raise ArgsProcessFailed(self._failed[0])
         answers = self._answers()
