@@ -32,6 +32,25 @@ def store_hash(store: Path) -> dict[str, str]:
     return out
 
 
+def run_tables(store: Path, run_id: str) -> dict[str, Any]:
+    """A run's events, requests and compiles (Arrow tables) and its runs row (no import time)."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, Any] = {}
+    for name in ("events", "requests", "compiles"):
+        out[name] = pq.read_table(store / name / f"run_id={run_id}" / "part-0.parquet")
+    runs = pq.read_table(store / "runs" / f"{run_id}.parquet").drop_columns(["imported_at"])
+    out["runs"] = runs.to_pylist()
+    return out
+
+
+def assert_same_run(got: dict[str, Any], want: dict[str, Any]) -> None:
+    """Two run_tables results hold the same data."""
+    for name in ("events", "requests", "compiles"):
+        assert got[name].equals(want[name]), name
+    assert got["runs"] == want["runs"]
+
+
 def cli(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     """workbench's main() with only the subcommands whose modules exist yet."""
     from workbench.cli import main as m

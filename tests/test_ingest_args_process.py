@@ -11,30 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import HANDMADE, RANK0, ROOT, TORCH, TRACES
+from ingest_helpers import HANDMADE, RANK0, ROOT, TORCH, TRACES, assert_same_run, run_tables
 
 from workbench.store import args_process, args_spawn, chrome_stream, chrome_trace
 from workbench.store.args_process import ArgsProcess, ArgsProcessFailed
 from workbench.store.importers import kineto_json
 from workbench.store.ingest import ingest
 from workbench.store.progress import ImportCancelled, IngestProgress
-
-
-def _tables(store: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in ("events", "requests", "compiles"):
-        out[name] = pq.read_table(store / name / "run_id=r" / "part-0.parquet")
-    runs = pq.read_table(store / "runs" / "r.parquet").drop_columns(["imported_at"])
-    out["runs"] = runs.to_pylist()
-    return out
-
-
-def _assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
-    for name in ("events", "requests", "compiles"):
-        assert got[name].equals(want[name]), name
-    assert got["runs"] == want["runs"]
 
 
 class _Used:
@@ -92,7 +76,7 @@ def test_a_second_process_stores_what_one_stores(
     assert (two.events_read, two.events_kept, two.warnings) == (
         one.events_read, one.events_kept, one.warnings,
     )  # fmt: skip
-    _assert_same(_tables(tmp_path / "two"), _tables(tmp_path / "one"))
+    assert_same_run(run_tables(tmp_path / "two", "r"), run_tables(tmp_path / "one", "r"))
 
 
 def test_the_whole_text_reader_uses_it_too(
@@ -109,7 +93,7 @@ def test_the_whole_text_reader_uses_it_too(
     _import(tmp_path / "two", RANK0, monkeypatch, "1")
     assert used.results == 1
     _import(tmp_path / "one", RANK0, monkeypatch, "0")
-    _assert_same(_tables(tmp_path / "two"), _tables(tmp_path / "one"))
+    assert_same_run(run_tables(tmp_path / "two", "r"), run_tables(tmp_path / "one", "r"))
 
 
 def _spawn_running(argv: list[str]) -> Any:
@@ -140,7 +124,7 @@ def test_an_import_that_loses_its_second_process_decodes_on_one(
     assert two.status == "imported"
     assert used.results == 0 and used.decodes == 2  # the second try ran on one process
     _import(tmp_path / "one", RANK0, monkeypatch, "0")
-    _assert_same(_tables(tmp_path / "two"), _tables(tmp_path / "one"))
+    assert_same_run(run_tables(tmp_path / "two", "r"), run_tables(tmp_path / "one", "r"))
 
 
 def test_no_second_process_to_be_had_is_no_error(
@@ -155,7 +139,7 @@ def test_no_second_process_to_be_had_is_no_error(
     two = _import(tmp_path / "two", HANDMADE, monkeypatch, "1")
     assert two.status == "imported" and used.decodes == 2
     _import(tmp_path / "one", HANDMADE, monkeypatch, "0")
-    _assert_same(_tables(tmp_path / "two"), _tables(tmp_path / "one"))
+    assert_same_run(run_tables(tmp_path / "two", "r"), run_tables(tmp_path / "one", "r"))
 
 
 def test_a_second_process_that_fails_says_why() -> None:
@@ -242,5 +226,5 @@ def test_the_cli_with_and_without_a_second_process(tmp_path: Path) -> None:
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert r.returncode == 0, r.stderr
-        stores[mode] = _tables(store)
-    _assert_same(stores["1"], stores["0"])
+        stores[mode] = run_tables(store, "r")
+    assert_same_run(stores["1"], stores["0"])

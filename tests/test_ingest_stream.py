@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import HANDMADE, RANK0, TORCH, TRACES
+from ingest_helpers import HANDMADE, RANK0, TORCH, TRACES, assert_same_run, run_tables
 
 from workbench.store import chrome_stream, chrome_trace
 from workbench.store.ingest import ingest
@@ -49,18 +48,6 @@ def _whole_text(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(chrome_stream.EventStream, "__init__", refuse)
 
 
-def _tables(store: Path, run_id: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in ("events", "requests", "compiles"):
-        out[name] = pq.read_table(store / name / f"run_id={run_id}" / "part-0.parquet")
-    out["runs"] = (
-        pq.read_table(store / "runs" / f"{run_id}.parquet")
-        .drop_columns(["imported_at"])
-        .to_pylist()
-    )
-    return out
-
-
 def _both(tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     a = ingest(tmp_path / "streamed", src, run_id="r")
     with monkeypatch.context() as m:
@@ -69,13 +56,7 @@ def _both(tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[A
     assert (a.events_read, a.events_kept, a.requests, a.warnings, a.bytes_read) == (
         b.events_read, b.events_kept, b.requests, b.warnings, b.bytes_read,
     )  # fmt: skip
-    return _tables(tmp_path / "streamed", "r"), _tables(tmp_path / "whole", "r")
-
-
-def _assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
-    for name in ("events", "requests", "compiles"):
-        assert got[name].equals(want[name]), name
-    assert got["runs"] == want["runs"]
+    return run_tables(tmp_path / "streamed", "r"), run_tables(tmp_path / "whole", "r")
 
 
 @pytest.mark.parametrize("chunk", [4096, 8 << 20])
@@ -94,7 +75,7 @@ def test_fixtures_store_the_same(
     monkeypatch.setattr(chrome_trace, "DECODE_CHUNK", chunk)
     got, want = _both(tmp_path, src, monkeypatch)
     assert streamed.streamed == 1
-    _assert_same(got, want)
+    assert_same_run(got, want)
 
 
 @pytest.mark.parametrize(
@@ -109,7 +90,7 @@ def test_real_traces_store_the_same(
     monkeypatch.setattr(chrome_trace, "DECODE_CHUNK", 1 << 20 if src == RANK0 else 4096)
     got, want = _both(tmp_path, src, monkeypatch)
     assert streamed.streamed == 1
-    _assert_same(got, want)
+    assert_same_run(got, want)
 
 
 def _events(n: int) -> list[dict[str, Any]]:
@@ -154,7 +135,7 @@ def test_odd_layouts_as_the_whole_text_reader(
                 _whole_text(m)
             try:
                 ingest(tmp_path / f"s{whole}", src, run_id="r")
-                outcome.append(_tables(tmp_path / f"s{whole}", "r"))
+                outcome.append(run_tables(tmp_path / f"s{whole}", "r"))
             except Exception as exc:  # the two readers must fail alike
                 outcome.append(f"{type(exc).__name__}: {exc}")
                 assert not (tmp_path / f"s{whole}" / "runs").exists()
@@ -162,4 +143,4 @@ def test_odd_layouts_as_the_whole_text_reader(
         assert outcome[0] == outcome[1]
         assert layout in ("trailing_garbage", "no_close")
     else:
-        _assert_same(outcome[0], outcome[1])
+        assert_same_run(outcome[0], outcome[1])
