@@ -3,6 +3,7 @@ and an import that loses it (dead, failing, cancelled) still ends as one without
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 import sys
@@ -211,6 +212,28 @@ def test_start_early_only_for_a_big_regular_file(
         args_spawn._stop_unused()
     assert args_spawn._early == []
     assert early.proc.returncode is not None and early.out.closed
+
+
+def test_a_small_gzip_of_much_text_wants_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The size that counts is the text's: a gzip's trailer says it (a 64 MB array of blanks
+    packs into ~64 KB); a gzip of little text and a plain file count their own bytes."""
+    monkeypatch.delenv("WORKBENCH_ARGS_PROCESS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    text = b"[" + b" " * args_spawn.MIN_BYTES + b"]"
+    packed, little, plain = tmp_path / "a.json.gz", tmp_path / "b.json.gz", tmp_path / "c.json"
+    packed.write_bytes(gzip.compress(text, compresslevel=1))
+    little.write_bytes(gzip.compress(b"[]"))
+    plain.write_bytes(b"[" + b" " * 1000 + b"]")
+    sizes = {p: args_spawn.text_bytes(p, p.stat().st_size) for p in (packed, little, plain)}
+    assert sizes == {packed: len(text), little: little.stat().st_size, plain: 1002}
+    assert args_spawn.wanted(sizes[packed]) and not args_spawn.wanted(sizes[little])
+    try:
+        args_spawn.start_early([str(packed)])
+        assert len(args_spawn._early) == 1
+    finally:
+        args_spawn._stop_unused()
 
 
 def test_the_cli_with_and_without_a_second_process(tmp_path: Path) -> None:

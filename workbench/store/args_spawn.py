@@ -57,6 +57,19 @@ def wanted(text_bytes: int) -> bool:
     return cores >= 2 and text_bytes >= MIN_BYTES
 
 
+def text_bytes(path: str | os.PathLike[str], file_bytes: int) -> int:
+    """The JSON text's bytes in a file of file_bytes: for gzip, what its trailer says the last
+    member inflates to (mod 4 GiB), if more; the file's own size otherwise."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b" or file_bytes < 20:
+                return file_bytes
+            fh.seek(file_bytes - 4)
+            return max(file_bytes, int.from_bytes(fh.read(4), "little"))
+    except OSError:
+        return file_bytes
+
+
 def spawn() -> Spawned:
     """A new second process (or the one start_early made, if still unused)."""
     if _early:
@@ -87,7 +100,8 @@ def start_early(args: Sequence[str]) -> None:
             st = os.stat(arg)  # no open: a FIFO would block
         except (OSError, ValueError):
             continue
-        if stat.S_ISREG(st.st_mode) and wanted(st.st_size) and _json_like(arg):
+        regular = stat.S_ISREG(st.st_mode)
+        if regular and _json_like(arg) and wanted(text_bytes(arg, st.st_size)):
             try:
                 _early.append(spawn())
             except OSError:

@@ -12,6 +12,7 @@ from typing import cast
 
 from workbench.errors import WorkbenchError
 from workbench.store.args_process import ArgsProcess, ArgsProcessFailed
+from workbench.store.args_spawn import text_bytes
 from workbench.store.args_spawn import wanted as second_process_wanted
 from workbench.store.chrome_stream import EventStream, Fallback
 from workbench.store.chrome_trace import GZIP_MAGIC, read_source, split_events, utf16_encoding
@@ -121,7 +122,8 @@ def _decode(
             if progress is not None:
                 progress(IngestProgress(subject, "read", 0, stream.reader.size, 0))
             total = stream.reader.text_total
-            second = second_process and second_process_wanted(stream.reader.size)
+            size = stream.reader.size
+            second = second_process and second_process_wanted(text_bytes(path, size))
             cols, args = _columns(
                 stream.chunks(KinetoFile), subject, total, progress, cancel, pack_text, second
             )
