@@ -44,6 +44,7 @@ _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _FIRST = re.compile(rb"\S")
 _DONE = object()
+_SCAN = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 class Fallback(Exception):
@@ -261,9 +262,11 @@ class EventStream:
                 raise Fallback("array cut off")
             return self._decode_last(body[:-1])
         # The events decode as one array followed by the rest of the object: the decoder names
-        # the byte where that rest starts, and the array's close is the "]" before it.
+        # the byte where that rest starts, and the array's close is the "]" before it. Scanned
+        # as raw values (~3x faster than building the events, which _decode_last does next);
+        # an event of the wrong type fails there as it would here.
         try:
-            EVENTS_DECODER.decode(b"[" + rest)
+            _SCAN.decode(b"[" + rest)
             raise Fallback("the object does not go on after the event array")
         except msgspec.DecodeError as exc:
             at = _TRAILING.search(str(exc))

@@ -75,10 +75,12 @@ def read_head(path: Path) -> bytes:
         raise WorkbenchError(str(path), f"cannot read file: {exc.strerror or exc}") from exc
 
 
-def importer_for(path: Path) -> Importer:
-    """The first registered format that recognises the file, else a one-line error."""
+def importer_for(path: Path, formats: list[Importer] | None = None) -> Importer:
+    """The first registered format (of `formats`, if given: a registry() read once) that
+    recognises the file, else a one-line error."""
     head = read_head(path)
-    formats = registry()
+    if formats is None:
+        formats = registry()
     for imp in formats:
         if imp.recognise(path, head):
             return imp
