@@ -27,6 +27,10 @@ and per round (the three modes run back to back each round). Ends with one JSON 
     uv run python bench/fleet.py [--dir /tmp/wb_fleet] [--hosts 8] [--ranks 8]
         [--requests 3700] [--hta-python /work/venvs/hta-fleet/bin/python] [--repeat 3]
         [--skip-hta] [--scale-only]
+
+HTA's venv: `python3 -m venv /work/venvs/hta-fleet && /work/venvs/hta-fleet/bin/pip install
+HolisticTraceAnalysis==0.5.0 'pandas<3' psutil` (its multi-rank load fails on pandas 3.1:
+"Invalid value ... for dtype 'int16'").
 """
 
 from __future__ import annotations
