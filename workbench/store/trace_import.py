@@ -295,8 +295,10 @@ def _ints_or(values: pa.Array | pa.ChunkedArray, fallback: I64, fallback_ok: Any
 def _names(req: Requests, cols: TraceColumns) -> list[str]:
     if req.unit == "run":
         return ["run"]
-    names: list[str] = cols.name.take(pa.array(req.event)).to_pylist()
-    return names
+    # Looked up in the dictionary's values: building the name column as Arrow to take ~3k rows
+    # from it cost ~6 ms a file.
+    values = cols.names
+    return [values[c] for c in cols.name_codes[req.event].tolist()]
 
 
 def request_rows(
