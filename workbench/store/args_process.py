@@ -18,8 +18,6 @@ import subprocess
 import sys
 import threading
 from functools import partial
-from itertools import repeat
-from operator import is_not
 from typing import IO, Any
 
 import msgspec
@@ -27,9 +25,16 @@ import numpy as np
 import pyarrow as pa
 
 from workbench.store.args_spawn import spawn
-from workbench.store.kineto import B1, I64, ArgColumns, args_columns, string_column
+from workbench.store.kineto import (
+    B1,
+    I64,
+    ArgColumns,
+    args_columns,
+    args_present,
+    raw_lengths,
+    string_column,
+)
 from workbench.store.packed_text import PackedChunk, PackedText, pack_now
-from workbench.store.trace_columns import NO_ARGS
 
 # A chunk's header: its events and the bytes of their args as one JSON array (-1: the end).
 _HEAD = struct.Struct("<qq")
@@ -66,9 +71,7 @@ class ArgsProcess:
         """Hand over one chunk's args (the Raw slices of its kept events, in order)."""
         if self._failed:
             raise ArgsProcessFailed(self._failed[0])
-        n = len(raws)
-        lengths = np.fromiter(map(len, raws), dtype=np.int64, count=n)
-        present = np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=n)
+        lengths, present = raw_lengths(raws), args_present(raws)
         # "[a,b,...]": the array decode_args decodes; the other process cuts the text out.
         self._queue.put((lengths, present, msgspec.json.encode(raws)))
         self._sent += 1

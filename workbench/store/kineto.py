@@ -156,11 +156,21 @@ def decode_args(
 
     With `text_sink` the args text goes there (packed) and the result's text is the sink.
     """
-    present = np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=len(raws))
+    present = args_present(raws)
     # One JSON array "[a,b,...]" built in C from the raw slices: a single decode call.
     encoded = msgspec.json.encode(raws)
-    text = _string_column(raws, present)
+    text = string_column(b"".join(raws), raw_lengths(raws), present)
     return args_columns(encoded, present, text, lambda: raws, text_sink)
+
+
+def args_present(raws: list[msgspec.Raw]) -> B1:
+    """Which events had args (their Raw is not the NO_ARGS default)."""
+    return np.fromiter(map(is_not, raws, repeat(NO_ARGS)), dtype=np.bool_, count=len(raws))
+
+
+def raw_lengths(raws: list[msgspec.Raw]) -> I64:
+    """Each Raw's length in bytes."""
+    return np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
 
 
 def args_columns(
@@ -172,7 +182,6 @@ def args_columns(
 ) -> ArgColumns:
     """decode_args given the chunk's args as one JSON array, their text column and (called
     only when a value is of an unusual type) the args one by one."""
-    n = len(present)
     try:
         parsed = _ARGS_DECODER.decode(encoded)
     except msgspec.ValidationError:
@@ -184,9 +193,9 @@ def args_columns(
     corr, corr_valid = _ids(parsed, "correlation")
     ext, ext_valid = _ids(parsed, "external_id")
     dims = list(map(attrgetter("input_dims"), parsed))
-    has_dims = np.fromiter(map(len, dims), dtype=np.int64, count=n) > 0
+    dim_lengths = raw_lengths(dims)
     # DESIGN §4 spells shapes without blanks ("[[8,96,256],[256,256]]"); Kineto writes ", ".
-    shape = _string_column(dims, has_dims, drop_blanks=True)
+    shape = string_column(b"".join(dims), dim_lengths, dim_lengths > 0, drop_blanks=True)
     return ArgColumns(
         correlation=corr,
         correlation_valid=corr_valid,
@@ -210,17 +219,12 @@ _IS_BLANK = np.zeros(256, dtype=np.bool_)
 _IS_BLANK[list(_BLANKS)] = True
 
 
-def _string_column(raws: list[msgspec.Raw], present: B1, drop_blanks: bool = False) -> pa.Array:
-    """Raw JSON slices as one string column built on a single joined buffer (no copies);
-    `drop_blanks` removes every blank (those of a regular expression's \\s) from the values."""
-    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
-    return string_column(b"".join(raws), lengths, present, drop_blanks)
-
-
 def string_column(
     joined: bytes | pa.Buffer, lengths: I64, present: B1, drop_blanks: bool = False
 ) -> pa.Array:
-    """_string_column of values given joined, with their lengths."""
+    """Values joined end to end (their lengths given) as one string column built on that one
+    buffer (no copies); `drop_blanks` removes every blank (those of a regular expression's \\s)
+    from the values."""
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     if drop_blanks:
