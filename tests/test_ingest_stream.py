@@ -99,17 +99,43 @@ def _events(n: int) -> list[dict[str, Any]]:
     return (events * n)[: len(events) * n]
 
 
+class _Scans:
+    """Counts the last chunk's scans for the array's close (chrome_stream._SCAN)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.real = chrome_stream._SCAN
+
+    def decode(self, data: bytes) -> Any:
+        self.n += 1
+        return self.real.decode(data)
+
+
+# Layouts whose array close is found only by scanning the last chunk: the keys after the
+# array end in a "]" (deviceProperties, or the array again). Everywhere else the close is the
+# last "]" after which the object decodes, and the last chunk decodes in place.
+SCANNED = {"keys_after", "duplicate_key"}
+
+
 @pytest.mark.parametrize(
     "layout",
-    ["keys_after", "duplicate_key", "bare_array", "gzip_members", "trailing_garbage", "no_close"],
-)
+    [
+        "keys_after", "duplicate_key", "bare_array", "gzip_members", "trailing_garbage",
+        "no_close", "array_last", "plain_keys_after", "bracket_in_last_key", "bare_array_blanks",
+        "last_event_ends_in_bracket",
+    ],
+)  # fmt: skip
 def test_odd_layouts_as_the_whole_text_reader(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
-    """Keys after the array (with `},` and `]` in them), a second traceEvents key, a bare array,
-    concatenated gzip members, damage after the document and an array never closed: the
-    streamed import ends exactly as the whole-text one (same tables, or the same error)."""
+    """Keys after the array (with `},` and `]` in them, or none), a second traceEvents key, a
+    bare array, concatenated gzip members, damage after the document, an array never closed,
+    a "]" in a string after the array or at the end of the last event: the streamed import
+    ends exactly as the whole-text one (same tables, or the same error), scanning the last
+    chunk for the array's close only where the keys after it end in a "]"."""
     monkeypatch.setattr(chrome_trace, "DECODE_CHUNK", 2048)
+    scans = _Scans()
+    monkeypatch.setattr(chrome_stream, "_SCAN", scans)
     events = _events(4)
     body = json.dumps(events, indent=1)
     dev = '"deviceProperties": [{"id": 0, "name": "A", "dims": [1, 2]}, {"id": 1, "name": "B"}]'
@@ -120,6 +146,13 @@ def test_odd_layouts_as_the_whole_text_reader(
         "gzip_members": '{"traceEvents": ' + body + "}",
         "trailing_garbage": '{"traceEvents": ' + body + "} x",
         "no_close": '{"traceEvents": ' + body,
+        "array_last": '{"schemaVersion": 1, "traceEvents": ' + body + "\n}\n\n",
+        "plain_keys_after": '{"traceEvents": ' + body + ', "displayTimeUnit": "ms"}',
+        "bracket_in_last_key": '{"traceEvents": ' + body + ', "traceName": "a]b}, ]"}',
+        "bare_array_blanks": body + "\n \t\r\n",
+        "last_event_ends_in_bracket": '{"traceEvents": '
+        + json.dumps([*events, {"ph": "i", "name": "m]", "ts": 1, "args": {"d": [[1], []]}}])
+        + ', "traceName": "t"}',
     }
     src = tmp_path / "t.json"
     data = texts[layout].encode()
@@ -139,6 +172,8 @@ def test_odd_layouts_as_the_whole_text_reader(
             except Exception as exc:  # the two readers must fail alike
                 outcome.append(f"{type(exc).__name__}: {exc}")
                 assert not (tmp_path / f"s{whole}" / "runs").exists()
+        if not whole and layout not in ("trailing_garbage", "no_close"):
+            assert (scans.n > 0) == (layout in SCANNED)
     if isinstance(outcome[1], str):
         assert outcome[0] == outcome[1]
         assert layout in ("trailing_garbage", "no_close")

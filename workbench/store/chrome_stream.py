@@ -45,6 +45,16 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _FIRST = re.compile(rb"\S")
 _DONE = object()
 _SCAN = msgspec.json.Decoder(list[msgspec.Raw])
+# The last chunk's array close is looked for among the last few "]" of the text's last 64 KB
+# (the object's keys after the array) before the chunk is scanned for it.
+_CLOSE_WINDOW = 64 << 10
+_CLOSE_TRIES = 4
+_BLANKS = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.rstrip() strips
+
+
+def _header(head: bytes, tail: bytes, file_type: type[H]) -> msgspec.Struct:
+    """The object around the event array, the array left empty."""
+    return msgspec.json.decode(head + b'"traceEvents":[]' + tail, type=file_type)
 
 
 class Fallback(Exception):
@@ -87,7 +97,6 @@ class BlockReader:
                 limit, out = inflated_limit(self.size), 0
                 while chunk and not self._stop.is_set():
                     # hashlib, zlib and reads release the GIL: this runs beside the decoder.
-                    digest.update(chunk)
                     self.file_done += len(chunk)
                     if inflate is None:
                         self._put(chunk)
@@ -105,6 +114,8 @@ class BlockReader:
                                 raise Fallback("inflates past the limit")
                             if piece:
                                 self._put(piece)
+                    # Hashed once handed over, so that the decoder starts on it sooner.
+                    digest.update(chunk)
                     chunk = fh.read(READ_BLOCK)
                 if inflate is not None and not inflate.eof:
                     raise Fallback("gzip stream is truncated")
@@ -254,13 +265,19 @@ class EventStream:
         """The events from pos to the array's close, and the header around the array."""
         while self._more():
             pass
+        if head is None:
+            end = len(self.buf)
+            while end > pos and self.buf[end - 1] in _BLANKS:
+                end -= 1
+            if end <= pos or self.buf[end - 1] != ord("]"):
+                raise Fallback("array cut off")
+            return self._decode_in_place(pos, end - 1)
+        found = self._close_near_end(head, pos, file_type)
+        if found is not None:
+            self.buf = bytearray()  # the events' args hold what they point into
+            return found
         rest = bytes(self.buf[pos:])
         self.buf = bytearray()
-        if head is None:
-            body = rest.rstrip()
-            if not body.endswith(b"]"):
-                raise Fallback("array cut off")
-            return self._decode_last(body[:-1])
         # The events decode as one array followed by the rest of the object: the decoder names
         # the byte where that rest starts, and the array's close is the "]" before it. Scanned
         # as raw values (~3x faster than building the events, which _decode_last does next);
@@ -275,18 +292,54 @@ class EventStream:
             close = rest.rfind(b"]", 0, int(at.group(1)) - 1)
         except (msgspec.MsgspecError, RecursionError) as exc:
             raise Fallback(str(exc)) from exc
+        self._set_header(head, rest[close + 1 :], file_type)
+        return self._decode_last(rest[:close])
+
+    def _close_near_end(self, head: bytes, pos: int, file_type: type[H]) -> list[TraceEvent] | None:
+        """The last chunk's events decoded in place, where the array closes at the last "]"
+        after which the rest of the object decodes (as in most traces, whose last keys hold
+        no "]"); None to find the close by scanning instead."""
+        buf = self.buf
+        close = buf.rfind(b"]", max(pos, len(buf) - _CLOSE_WINDOW))
+        for _ in range(_CLOSE_TRIES):
+            if close < pos:
+                return None
+            try:
+                header = _header(head, bytes(buf[close + 1 :]), file_type)
+            except (msgspec.MsgspecError, RecursionError):
+                close = buf.rfind(b"]", max(pos, len(buf) - _CLOSE_WINDOW), close)
+                continue
+            try:
+                # Only the array's own close decodes: one past it leaves trailing characters,
+                # one inside it ends the array inside an event.
+                events = decode_between(buf, pos, close)
+            except (msgspec.MsgspecError, RecursionError):
+                return None
+            self._check_header(header)
+            return events
+        return None
+
+    def _set_header(self, head: bytes, tail: bytes, file_type: type[H]) -> None:
         try:
-            header = msgspec.json.decode(
-                head + b'"traceEvents":[]' + rest[close + 1 :], type=file_type
-            )
+            header = _header(head, tail, file_type)
         except (msgspec.MsgspecError, RecursionError) as exc:
             raise Fallback(str(exc)) from exc
+        self._check_header(header)
+
+    def _check_header(self, header: msgspec.Struct) -> None:
         raw = getattr(header, "traceEvents", NO_EVENTS)
         if bytes(raw) != b"[]":  # a second traceEvents key: the whole-text reader decides
             raise Fallback("traceEvents twice")
         header.traceEvents = NO_EVENTS  # type: ignore[attr-defined]
         self.header = header
-        return self._decode_last(rest[:close])
+
+    def _decode_in_place(self, pos: int, close: int) -> list[TraceEvent]:
+        try:
+            events = decode_between(self.buf, pos, close)
+        except (msgspec.MsgspecError, RecursionError) as exc:
+            raise Fallback(str(exc)) from exc
+        self.buf = bytearray()
+        return events
 
     def _decode_last(self, body: bytes) -> list[TraceEvent]:
         try:
