@@ -106,9 +106,11 @@ a = TraceAnalysis(trace_dir=sys.argv[1])
 load_s = time.perf_counter() - t1
 import resource
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+from importlib.metadata import version
 print(json.dumps({"import_s": t1 - t0, "load_s": load_s, "ranks": len(a.t.traces),
                   "rows": sum(len(df) for df in a.t.traces.values()),
-                  "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}))
+                  "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+                  "versions": {k: version(k) for k in ("HolisticTraceAnalysis", "pandas")}}))
 """
 
 
@@ -351,6 +353,7 @@ def main() -> None:
                 hta_largest_process_mb=round(hmed["largest_process_mb"]),
                 hta_ranks=hta_runs[0]["ranks"],
                 hta_repeat=len(hta_runs),
+                hta_versions=hta_runs[0]["versions"],
             )
             best = min(med, key=lambda m: med[m])
             # Medians of HTA's runs over medians of ours, and the median of the per-round ratios.
