@@ -293,21 +293,27 @@ def test_a_signal_that_library_code_swallows_leaves_the_finished_commands_word(
     assert layout.run_ids(store) == ["t"]
 
 
-@pytest.mark.parametrize("where", ["__del__", "weakref callback"])
+@pytest.mark.parametrize(
+    ("where", "when"),
+    [("__del__", "ingest"), ("weakref callback", "ingest"), ("weakref callback", "start")],
+)
 def test_a_signal_python_swallows_in_a_callback_still_ends_the_import(
-    tmp_path: Path, where: str
+    tmp_path: Path, where: str, when: str
 ) -> None:
     """Python swallows what a __del__ or a weakref callback raises and prints a traceback (seen
-    on CI: a SIGTERM in importlib's module-lock callback; the import went on and committed).
-    The signal's exit comes again outside the callback: one line, the store as it was."""
+    on CI: a SIGTERM in importlib's module-lock callback; the import went on and committed),
+    in the import or while the CLI starts (start_early's import, seen on this machine). The
+    signal's exit comes again outside the callback: one line, the store as it was."""
     trace = _trace(tmp_path / "t.json", 50)
     store = tmp_path / "store"
     assert workbench(["ingest", trace, "--store", store, "--run-id", "first"], tmp_path).code == 0
     before = tree_hash(store)
     drop = "Dropped()" if where == "__del__" else "weakref.ref(Target(), on_drop)"
+    patched = "store_ingest.ingest" if when == "ingest" else "args_spawn.start_early"
     proc = _run_script(
         f"""
         import weakref
+        from workbench.store import args_spawn
         def on_drop(*_):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.5)  # the handler runs here, inside the callback
@@ -315,11 +321,11 @@ def test_a_signal_python_swallows_in_a_callback_still_ends_the_import(
             __del__ = on_drop
         class Target:
             pass
-        real = store_ingest.ingest
-        def ingest(*args, **kwargs):
+        real = {patched}
+        def dropping(*args, **kwargs):
             {drop}
             return real(*args, **kwargs)
-        store_ingest.ingest = ingest
+        {patched} = dropping
         sys.exit(cli.main(["ingest", {str(trace)!r}, "--store", {str(store)!r}]))
         """
     )

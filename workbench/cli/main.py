@@ -116,11 +116,12 @@ def _exit_cleanly_on_hangup() -> None:
         interrupts.note(signum)
         raise SystemExit(128 + signum)
 
+    # First the alarm that re-delivers an exit a callback swallowed (_swallowing_hook).
+    signal.signal(signal.SIGALRM, _deliver_again)
     # Ctrl-C too: as SystemExit it unwinds the same way from anywhere (even argument parsing),
     # and exits with the same one line.
     for sig in _ENDING_SIGNALS:
         signal.signal(sig, _raise)
-    signal.signal(signal.SIGALRM, _deliver_again)
 
 
 # Python swallows what a __del__ or weakref callback raises (seen: a SIGTERM that landed in
@@ -158,20 +159,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         except WorkbenchError as exc:
             print(f"workbench: {exc.one_line()}", file=sys.stderr)
             return 2
-    _exit_cleanly_on_hangup()
-    if argv[0] == "ingest":
-        # An import does no linear algebra: OpenBLAS's threads, started as numpy loads (next,
-        # with the store's modules), only cost start-up CPU (~0.05-0.08 s per process).
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        if "--fleet" not in argv:  # a fleet's workers keep both cores busy without it
-            from workbench.store.args_spawn import start_early
-
-            # A big trace's second decoding process imports its modules beside this one's.
-            start_early(argv[1:])
+    # The hook before the handlers, and everything after them inside the try: a signal that
+    # lands in an import's module-lock callback (start_early imports) is re-delivered, not lost.
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _swallowing_hook(previous_hook)
     _running[0] = True
     try:
+        _exit_cleanly_on_hangup()
+        if argv[0] == "ingest":
+            # An import does no linear algebra: OpenBLAS's threads, started as numpy loads
+            # (next, with the store's modules), only cost start-up CPU (~0.05-0.08 s a process).
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+            if "--fleet" not in argv:  # a fleet's workers keep both cores busy without it
+                from workbench.store.args_spawn import start_early
+
+                # A big trace's second decoding process imports its modules beside this one's.
+                start_early(argv[1:])
         code = _command(argv)
     except BaseException as exc:
         signalled = interrupts.exit_code(exc)
