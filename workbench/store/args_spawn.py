@@ -19,6 +19,8 @@ from typing import IO
 
 # Below this much text, starting a process costs more than it saves.
 MIN_BYTES = 64 << 20
+# chrome_trace.GZIP_MAGIC, spelt here: this module imports nothing of the store's.
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass
@@ -62,10 +64,18 @@ def text_bytes(path: str | os.PathLike[str], file_bytes: int) -> int:
     member inflates to (mod 4 GiB), if more; the file's own size otherwise."""
     try:
         with open(path, "rb") as fh:
-            if fh.read(2) != b"\x1f\x8b" or file_bytes < 20:
-                return file_bytes
-            fh.seek(file_bytes - 4)
-            return max(file_bytes, int.from_bytes(fh.read(4), "little"))
+            return _text_bytes(fh, fh.read(2), file_bytes)
+    except OSError:
+        return file_bytes
+
+
+def _text_bytes(fh: IO[bytes], head: bytes, file_bytes: int) -> int:
+    """text_bytes of the open file fh, whose first bytes are head."""
+    if head[:2] != _GZIP_MAGIC or file_bytes < 20:
+        return file_bytes
+    try:
+        fh.seek(file_bytes - 4)
+        return max(file_bytes, int.from_bytes(fh.read(4), "little"))
     except OSError:
         return file_bytes
 
@@ -100,8 +110,8 @@ def start_early(args: Sequence[str]) -> None:
             st = os.stat(arg)  # no open: a FIFO would block
         except (OSError, ValueError):
             continue
-        regular = stat.S_ISREG(st.st_mode)
-        if regular and _json_like(arg) and wanted(text_bytes(arg, st.st_size)):
+        size = _json_text_bytes(arg, st.st_size) if stat.S_ISREG(st.st_mode) else None
+        if size is not None and wanted(size):
             try:
                 _early.append(spawn())
             except OSError:
@@ -110,14 +120,17 @@ def start_early(args: Sequence[str]) -> None:
             return
 
 
-def _json_like(path: str) -> bool:
-    """True when the file starts as JSON text or gzip does (the formats decoded with one)."""
+def _json_text_bytes(path: str, file_bytes: int) -> int | None:
+    """text_bytes of a file that starts as JSON text or gzip does (the formats decoded with a
+    second process), read in one opening; None for any other file."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(1024).lstrip()
+            head = fh.read(1024)
+            if head.lstrip()[:1] not in (b"{", b"[") and head[:2] != _GZIP_MAGIC:
+                return None
+            return _text_bytes(fh, head, file_bytes)
     except OSError:
-        return False
-    return head[:1] in (b"{", b"[") or head[:2] == b"\x1f\x8b"
+        return None
 
 
 def _stop_unused() -> None:

@@ -300,14 +300,15 @@ class EventStream:
         after which the rest of the object decodes (as in most traces, whose last keys hold
         no "]"); None to find the close by scanning instead."""
         buf = self.buf
-        close = buf.rfind(b"]", max(pos, len(buf) - _CLOSE_WINDOW))
+        window = max(pos, len(buf) - _CLOSE_WINDOW)
+        close = buf.rfind(b"]", window)
         for _ in range(_CLOSE_TRIES):
             if close < pos:
                 return None
             try:
                 header = _header(head, bytes(buf[close + 1 :]), file_type)
             except (msgspec.MsgspecError, RecursionError):
-                close = buf.rfind(b"]", max(pos, len(buf) - _CLOSE_WINDOW), close)
+                close = buf.rfind(b"]", window, close)
                 continue
             try:
                 # Only the array's own close decodes: one past it leaves trailing characters,

@@ -9,6 +9,7 @@ import's peak holds ~11 MB of it instead of all of it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -54,18 +55,20 @@ class PackedChunk:
 
 def pack_now(arr: pa.StringArray) -> PackedChunk:
     """arr packed on this thread (a process that decodes args for another packs them so)."""
-    validity, offsets, data = _buffers(arr)
-    size = data.size if data is not None else 0
-    packed = _pack(data) if data is not None and size else pa.py_buffer(b"")
-    return PackedChunk(len(arr), offsets, validity, arr.null_count, size, packed)
+    return _chunk(arr, _pack)
 
 
-def _buffers(arr: pa.StringArray) -> tuple[pa.Buffer | None, pa.Buffer, pa.Buffer | None]:
+def _chunk(
+    arr: pa.StringArray, pack: Callable[[pa.Buffer], Future[pa.Buffer] | pa.Buffer]
+) -> PackedChunk:
+    """arr (unsliced) as a chunk whose characters `pack` compresses (now, or as a future)."""
     if arr.offset:
         raise ValueError("PackedText takes unsliced arrays")
     validity, offsets, data = arr.buffers()
     assert offsets is not None
-    return validity, offsets, data
+    size = data.size if data is not None else 0
+    packed = pack(data) if data is not None and size else pa.py_buffer(b"")
+    return PackedChunk(len(arr), offsets, validity, arr.null_count, size, packed)
 
 
 class PackedText:
@@ -77,14 +80,10 @@ class PackedText:
 
     def add(self, arr: pa.StringArray) -> None:
         """Append a chunk (an unsliced string array); its characters are packed meanwhile."""
-        validity, offsets, data = _buffers(arr)
-        size = data.size if data is not None else 0
-        if self._pool is None:
+        pool = self._pool
+        if pool is None:
             raise RuntimeError("PackedText is closed: no more chunks")
-        packed: Future[pa.Buffer] | pa.Buffer = (
-            self._pool.submit(_pack, data) if size else pa.py_buffer(b"")
-        )
-        self._chunks.append(PackedChunk(len(arr), offsets, validity, arr.null_count, size, packed))
+        self._chunks.append(_chunk(arr, lambda data: pool.submit(_pack, data)))
 
     def add_packed(self, chunk: PackedChunk) -> None:
         """Append a chunk packed elsewhere (pack_now)."""
