@@ -1,1 +1,2 @@
-"""numpy accelerator model: profiles, cost model, queueing, replay, localization, synthetic runs."""
+"""numpy accelerator model: profiles, cost model, queueing, replay, localization, synthetic runs.
+Imports numpy and the standard library only."""

@@ -1,6 +1,6 @@
 """Fleet ingest and triage: a 64-file fleet (8 hosts x 8 ranks, >= 1.5 GB of Kineto JSON).
 
-Builds the fleet (workbench/store/fleet_synth.py: serving requests with shaped args, two hosts
+Builds the fleet (tests/generators/fleet_synth.py: serving requests with shaped args, two hosts
 slowed in their tail and running an older driver) in --dir, reused when it is already there.
 Then, each in a fresh process, side by side:
   - our ingest of the whole fleet into one run: serially, on 2 local worker processes, and on a
@@ -47,6 +47,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+# The fleet generator lives with the tests (tests/generators), out of the product.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
 from whole_process import bytecode_env, run_tree
 
 SLOW_HOSTS = (2, 5)
@@ -54,8 +57,8 @@ SLOW_HOSTS = (2, 5)
 OURS = r"""
 import json, resource, sys, time
 from pathlib import Path
-from workbench.store.engine import open_engine
-from workbench.store.fleet_ingest import ingest_fleet
+from workbench.store.fleet.engine import open_engine
+from workbench.store.fleet.fleet_ingest import ingest_fleet
 from workbench.triage.fleet import fleet_view
 mode, store, files = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
 ingest_only = mode.endswith("-ingest")
@@ -115,7 +118,7 @@ print(json.dumps({"import_s": t1 - t0, "load_s": load_s, "ranks": len(a.t.traces
 
 
 def _build_one(args: tuple[Path, Any, int]) -> int:
-    from workbench.store.fleet_synth import write_member
+    from generators.fleet_synth import write_member
 
     path, member, requests = args
     size, _ = write_member(path, member, requests=requests, ops=6, seed=11, world=64)
@@ -124,7 +127,7 @@ def _build_one(args: tuple[Path, Any, int]) -> int:
 
 def build(folder: Path, hosts: int, ranks: int, requests: int) -> tuple[list[Path], int]:
     """The fleet's files (flat, as HTA reads a trace_dir), built once; (paths, JSON bytes)."""
-    from workbench.store.fleet_synth import fleet_members
+    from generators.fleet_synth import fleet_members
 
     members = fleet_members(hosts, ranks, slow_hosts=SLOW_HOSTS)
     paths = [folder / f"{m.host}_rank{m.rank:03d}.pt.trace.json" for m in members]

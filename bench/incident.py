@@ -25,11 +25,11 @@ sys.path.insert(0, str(ROOT))  # the run generator lives with the tests
 import msgspec  # noqa: E402
 
 from tests.incident_runs import Spec, triage_doc, write  # noqa: E402
-from workbench.triage import workflow  # noqa: E402
-from workbench.triage.export import export_text  # noqa: E402
-from workbench.triage.incident import create_incident, incident_path, modify  # noqa: E402
-from workbench.triage.owners import load_roster  # noqa: E402
-from workbench.triage.validation import validate_incident  # noqa: E402
+from workbench.incident import workflow  # noqa: E402
+from workbench.incident.export import export_text  # noqa: E402
+from workbench.incident.incident import create_incident, incident_path, modify  # noqa: E402
+from workbench.incident.owners import load_roster  # noqa: E402
+from workbench.incident.validation import validate_incident  # noqa: E402
 
 
 def _median_seconds(fn: Callable[[], object], repeat: int) -> float:

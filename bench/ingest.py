@@ -11,7 +11,7 @@ each a whole process measured the same way, and the ratios are whole process aga
 ours, our tree's peak over HTA's. Without it the in-process ratios use --hta-json (the output
 of bench/hta_reference.py) or else the figures quoted in the issue (labelled so). MB and MB/s
 are of the JSON text (uncompressed, also for a .gz trace). A trace this big has its args
-decoded on a second process (store/args_process.py): the tree's peak and CPU include it, and
+decoded on a second process (store/importers/kineto/args_process.py): the tree's peak and CPU include it, and
 WORKBENCH_ARGS_PROCESS=0 in the environment measures the import on one process instead. Ends
 with one JSON line.
 

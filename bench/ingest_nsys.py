@@ -40,8 +40,8 @@ from make_nsys_export import write_export  # noqa: E402 - the generator lives wi
 DECODE = """
 import json, sys, time
 from pathlib import Path
-from workbench.store.importers import nsys_arrow
-from workbench.store.importers.nsys_sqlite import read_nsys
+from workbench.store.importers.nsys import nsys_arrow
+from workbench.store.importers.nsys.nsys_sqlite import read_nsys
 path = Path(sys.argv[1])
 t, c = time.perf_counter(), time.process_time()
 bare = nsys_arrow.read_one(path.resolve().as_uri() + "?mode=ro", "nsys_kernel_times", {})
@@ -62,8 +62,8 @@ FLOOR = """
 import glob, json, sys, time
 from pathlib import Path
 import pyarrow.parquet as pq
-from workbench.store.importers.nsys_schema import connect, read_schema
-from workbench.store.importers.nsys_sqlite import bulk_reads
+from workbench.store.importers.nsys.nsys_schema import connect, read_schema
+from workbench.store.importers.nsys.nsys_sqlite import bulk_reads
 from workbench.store.layout import ROW_GROUP, parquet_options
 path = Path(sys.argv[1])
 uri = path.resolve().as_uri() + "?mode=ro"

@@ -3,7 +3,7 @@
     uv run python bench/localize.py                 # 4 trials per cell (about 18 minutes)
     uv run python bench/localize.py --trials 10     # tighter intervals
 
-Generators: accel.synth (the world the localizer was tuned in) and accel.profsim (written to
+Generators: accel.synth (the world the localizer was tuned in) and generators.profsim (written to
 disagree: batch members served one after another or continuous batching, faults placed as a
 profiler records them, its own mis-calibrated hardware). Layouts: "store", the generator's own
 schema-v1 requests (batch ids, stage times); "events", a Kineto-style trace imported by
@@ -44,21 +44,24 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The pair generators live with the tests (tests/generators), out of the product.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # localize_report beside this file
 
 import numpy as np
 from localize_report import Row, pair_key, summary, write_misses
 
-from accel import profsim, synth
+from accel import synth
 from accel.localize import METHODS, Localization, TriggerPolicy, localize
 from accel.localize.gaps import QNAMES, QS, at_q
 from accel.ops import F64, RunArrays
 from accel.profiles import HardwareProfile, get_profile
 from accel.synth import FAULTS, Workload, generate_pair
+from generators import profsim
+from generators.profsim_io import add_run
+from generators.synth_trace import ingest_events_only
 from workbench.store import db
 from workbench.store.arrays import load_run_arrays
-from workbench.store.profsim_io import add_run
-from workbench.store.synth_trace import ingest_events_only
 
 ADVISED_CAP = 10  # the advised second look draws at most this x the requests of the first
 
@@ -181,7 +184,7 @@ def _trials(job: tuple[str, str, str, int, int, int, float, int]) -> list[Row]:
 
 
 def _profsim_trials(job: tuple[str, str, str, str, int, int, int, int]) -> list[Row]:
-    """`trials` accel.profsim pairs of one (profile, fault, batching, layout), every method."""
+    """`trials` generators.profsim pairs of one (profile, fault, batching, layout), every method."""
     profile, fault, batching, how, trials, n_requests, seed, factor = job
     hw = get_profile(profile)
     rows: list[Row] = []
@@ -213,7 +216,7 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=4, help="trials per fault class and cell")
     ap.add_argument("--profiles", default="h100,tpu-v5e")
     ap.add_argument("--requests", type=int, default=600, help="requests per accel.synth run")
-    ap.add_argument("--profsim-requests", type=int, default=400, help="per accel.profsim run")
+    ap.add_argument("--profsim-requests", type=int, default=400, help="per generators.profsim run")
     ap.add_argument(
         "--events-requests", type=int, default=400, help="per accel.synth run in the events layout"
     )
@@ -258,7 +261,7 @@ def main() -> int:
         for j, p in enumerate(profiles)
         for i, f in enumerate(FAULTS)
     ]
-    # Events only: a trace and an import per run, so profiles take turns (as for accel.profsim).
+    # Events only: a trace and an import per run, so profiles take turns (as for generators.profsim).
     synth_jobs += [
         (
             profiles[i % len(profiles)],
@@ -272,7 +275,7 @@ def main() -> int:
         )
         for i, f in enumerate(FAULTS)
     ]
-    # accel.profsim: each (fault, batching, layout) cell gets `trials` pairs, profiles in turn.
+    # generators.profsim: each (fault, batching, layout) cell gets `trials` pairs, profiles in turn.
     prof_jobs = [
         (
             profiles[(i + k) % len(profiles)],
@@ -301,7 +304,7 @@ def main() -> int:
         f"localization bench: {args.trials} trials per fault class and cell (A/A x{args.aa_factor}); "
         "accel.synth "
         f"{len(FAULTS)} classes x {len(profiles)} profiles, {args.requests} requests per run; "
-        f"accel.profsim {len(profsim.FAULTS)} classes x {len(profsim.BATCHING)} batchings x 2 "
+        f"generators.profsim {len(profsim.FAULTS)} classes x {len(profsim.BATCHING)} batchings x 2 "
         f"layouts, {args.profsim_requests} requests per run; {len(full)} pairs, {wall:.0f} s "
         f"wall on {args.jobs} workers"
     )

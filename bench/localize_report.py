@@ -16,11 +16,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from accel import profsim
 from accel.localize import METHODS
 from accel.stages import STAGES
 from accel.stats import wilson_interval
 from accel.synth import FAULTS, TRUTH_TABLE
+from generators import profsim
 
 Row = dict[str, object]
 CELLS = (("synth", "store"), ("synth", "events"), ("profsim", "store"), ("profsim", "events"))

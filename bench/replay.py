@@ -23,11 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the oracle and the run generator live with the tests
 
-from accel_reference import random_run, ref_replay  # noqa: E402
-
 from accel.cost import DEFAULT_PARAMS  # noqa: E402
 from accel.profiles import get_profile  # noqa: E402
 from accel.replay import replay  # noqa: E402
+from accel_reference import random_run, ref_replay  # noqa: E402
 
 
 def _timed(fn: Callable[[], object]) -> tuple[float, float]:

@@ -36,7 +36,7 @@ def child(store: Path, out: Path, state_dir: Path | None = None) -> None:
     """Open the app the way `workbench STORE` does, headless; record the two marks; quit."""
     from workbench.cli import main as _cli  # the entry point's own import cost
     from workbench.tui.app import WorkbenchApp
-    from workbench.tui.runs_screen import RunsScreen
+    from workbench.tui.screens.runs_screen import RunsScreen
 
     marks: dict[str, float] = {}
 
@@ -63,7 +63,7 @@ def drill_child(store: Path, out: Path) -> None:
     """Open the drill-down on the failing run's p99 request (vs the comparator) twice in one
     app: the first open pays duckdb's import, the second does not."""
     from workbench.tui.app import WorkbenchApp
-    from workbench.tui.request_screen import DrillTarget, RequestScreen
+    from workbench.tui.screens.request_screen import DrillTarget, RequestScreen
 
     marks: dict[str, float] = {}
 

@@ -35,7 +35,6 @@ from test_web_serve import (  # noqa: E402
     footer_key,
     free_port,
 )
-
 from workbench.cli.main import bundled_sample  # noqa: E402
 
 # True once xterm's visible rows hold `needle` (the terminal is a canvas: read its buffer).
@@ -121,8 +120,8 @@ def main() -> None:
         sys.exit(f"{CHROMIUM} is missing (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    from workbench.tui.pair_screen import PairScreen
-    from workbench.tui.runs_screen import RunsScreen
+    from workbench.tui.screens.pair_screen import PairScreen
+    from workbench.tui.screens.runs_screen import RunsScreen
 
     # The footers' own keys: text only that screen shows.
     runs_text = footer_key(RunsScreen, "runs.mark_failing")

@@ -9,6 +9,7 @@ from collections.abc import Generator
 from pathlib import Path
 
 import pytest
+
 from ingest_helpers import TRACES
 
 REQUIRE = "WORKBENCH_REQUIRE_TRACES"

@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from accel_reference import random_run, ref_op_times
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from accel.cost import CostParams, group_instance, op_times, tile_plan
 from accel.grouping import dense_ids, rank_in_runs, run_starts
 from accel.ops import OpArrays
 from accel.profiles import PROFILES, get_profile
+from accel_reference import random_run, ref_op_times
 
 params_st = st.builds(
     CostParams,

@@ -118,7 +118,7 @@ def test_a_lowering_origin_is_found_by_the_swap_or_else_by_the_changed_kernels()
 
 
 def test_sample_incident_localizes_to_its_known_cause() -> None:
-    from workbench.store.synthetic import sample_synth_runs
+    from workbench.sample.synthetic import sample_synth_runs
 
     runs = {spec.run_id: synth for spec, synth in sample_synth_runs()}
     comp = runs["comparator"].arrays

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from accel_reference import ref_batched_waits, ref_fifo_waits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.queueing import batched_waits, fifo_schedule, lindley_waits_sorted
+from accel_reference import ref_batched_waits, ref_fifo_waits
 
 times = st.floats(min_value=0.0, max_value=1e6, allow_nan=False)
 jobs = st.lists(st.tuples(times, st.floats(min_value=0.0, max_value=5e4)), min_size=0, max_size=80)

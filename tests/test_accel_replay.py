@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from accel_reference import random_run, ref_replay, ref_stage_times
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +14,7 @@ from accel.ops import RunArrays
 from accel.profiles import PROFILES, get_profile
 from accel.replay import COLUMNS, conditional_replay, replay, stage_times, stage_times_of
 from accel.stages import OTHER, STAGES
+from accel_reference import random_run, ref_replay, ref_stage_times
 
 H100 = get_profile("h100")
 

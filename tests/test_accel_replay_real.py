@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ingest_helpers import TRACES
 
 from accel.profiles import get_profile
 from accel.replay import conditional_replay, replay
 from accel.stages import STAGES
+from ingest_helpers import TRACES
 from workbench.cli.main import main as workbench
 from workbench.store import db
 from workbench.store.arrays import load_run_arrays

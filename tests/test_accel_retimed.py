@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from accel_reference import random_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.cost import CostParams, op_times, retimed
 from accel.ops import joint_name_codes, name_codes, nan_as_zero, sorted_used
 from accel.profiles import PROFILES, get_profile
+from accel_reference import random_run
 
 
 @settings(max_examples=40, deadline=None)

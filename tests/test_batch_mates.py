@@ -1,11 +1,11 @@
-"""Batch-mates from shared kernel executions (workbench/store/batch_mates.py)."""
+"""Batch-mates from shared kernel executions (workbench/store/attribution/batch_mates.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from workbench.store.batch_mates import batch_mates
+from workbench.store.attribution.batch_mates import batch_mates
 
 
 def _run(lane: list[int], ts: list[float], dur: list[float], req: list[int], n: int,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.store.compile_log import read_compile_log
+from workbench.store.importers.compile_log.compile_log import read_compile_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "torch"
 REAL_LOG = FIXTURES / "serving_static_failing.torch_trace" / "dedicated_log_torch_trace.log.gz"

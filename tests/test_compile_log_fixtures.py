@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.store.compile_log import read_compile_log
+from workbench.store.importers.compile_log.compile_log import read_compile_log
 from workbench.store.schema import COMPILES_FILE
 
 FIXTURES = Path(__file__).parent / "fixtures" / "torch"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.store.compile_log import load_compile_log
+from workbench.store.importers.compile_log.compile_log import load_compile_log
 
 GRAPH_BREAK_LOG = (
     Path(__file__).resolve().parent / "fixtures" / "torch" / "graph_break_failing.torch_trace"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from accel.stages import STAGES
-from workbench.store.attribution import Requests, exclusive_times
+from workbench.store.attribution.requests import Requests, exclusive_times
 
 
 def reference(

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.incident_runs import incident_runs, triage_doc
-from workbench.triage.incident import create_incident, incident_path, load_incident
-from workbench.triage.workflow import attach_triage
+from workbench.incident.incident import create_incident, incident_path, load_incident
+from workbench.incident.workflow import attach_triage
 
 
 @pytest.fixture(scope="module")

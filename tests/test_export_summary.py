@@ -12,14 +12,14 @@ import pytest
 
 from tests.incident_runs import incident_runs, triage_doc
 from workbench.errors import WorkbenchError
-from workbench.triage.export import export_text, write_export
-from workbench.triage.export_md import render_markdown
-from workbench.triage.incident import create_incident
-from workbench.triage.md_text import code, esc
-from workbench.triage.summary import build_summary
-from workbench.triage.workflow import attach_triage, pair
+from workbench.incident.export import export_text, write_export
+from workbench.incident.export_md import render_markdown
+from workbench.incident.incident import create_incident
+from workbench.incident.md_text import code, esc
+from workbench.incident.summary import build_summary
+from workbench.incident.workflow import attach_triage, pair
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workbench" / "triage" / "summary_schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workbench" / "incident" / "summary_schema.json"
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "array": (list,),

@@ -14,12 +14,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from generators.fleet_synth import Member, fleet_members, write_fleet, write_member
 from tests.ingest_helpers import store_hash
 from workbench.errors import WorkbenchError
 from workbench.store import db, layout
-from workbench.store.engine import open_engine
-from workbench.store.fleet_ingest import ingest_fleet
-from workbench.store.fleet_synth import Member, fleet_members, write_fleet, write_member
+from workbench.store.fleet.engine import open_engine
+from workbench.store.fleet.fleet_ingest import ingest_fleet
 from workbench.triage.fleet import fleet_view
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,7 +190,7 @@ def windows_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_windows_and_labels_equal_serial_and_two_workers(
     windows_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workbench.store import fleet_ingest
+    from workbench.store.fleet import fleet_ingest
 
     restamped: list[tuple[int, int]] = []
     real = fleet_ingest.restamp
@@ -338,8 +338,8 @@ def test_workers_send_parquet_in_the_file_schema(fleet_dir: Path) -> None:
     import pyarrow.compute as pc
 
     from workbench.store import schema
-    from workbench.store.fleet_member import MemberTask, decode, decode_member
-    from workbench.store.rules import DEFAULT_RULES
+    from workbench.store.attribution.rules import DEFAULT_RULES
+    from workbench.store.fleet.fleet_member import MemberTask, decode, decode_member
 
     src = str(sorted(fleet_dir.rglob("*.json"))[0])
     first = decode_member(MemberTask(3, src, None, str(DEFAULT_RULES), None))

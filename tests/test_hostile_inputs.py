@@ -7,9 +7,9 @@ import hashlib
 from pathlib import Path
 
 import pytest
+
 from ingest_helpers import MI250
 from triage_stores import RunSpec, write_run
-
 from workbench.cli.main import COMMANDS, main
 
 TRACE = MI250

@@ -19,7 +19,7 @@ TOY_MODULE = '''
 from pathlib import Path
 
 from workbench.store.importers import Decoded, Opened
-from workbench.store.importers.columns import event_columns
+from workbench.store.columns.spans import event_columns
 from workbench.store.run_row import file_sha
 
 

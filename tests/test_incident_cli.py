@@ -9,8 +9,8 @@ import pytest
 from tests.incident_runs import incident_runs, triage_doc
 from workbench.cli import main as cli_main
 from workbench.cli.main import main
-from workbench.triage.incident import create_incident, incident_path
-from workbench.triage.workflow import attach_triage
+from workbench.incident.incident import create_incident, incident_path
+from workbench.incident.workflow import attach_triage
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +79,7 @@ def test_show_json_and_stdout_export(store: Path, capsys: pytest.CaptureFixture[
 
 
 def test_pair_keeps_the_suspect_tag(tmp_path: Path) -> None:
-    from workbench.triage.incident import load_incident
+    from workbench.incident.incident import load_incident
 
     s = incident_runs(tmp_path / "store")
     create_incident(s, "t", "sev2", "alice", incident_id="INC-sus")

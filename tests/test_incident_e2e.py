@@ -14,9 +14,9 @@ from tests.incident_runs import incident_runs, triage_doc
 from tests.test_export_summary import check_schema
 from workbench.cli import main as cli_main
 from workbench.cli.main import main
+from workbench.incident.incident import list_incidents, load_incident
+from workbench.incident.workflow import attach_triage
 from workbench.store import db
-from workbench.triage.incident import list_incidents, load_incident
-from workbench.triage.workflow import attach_triage
 
 SECTIONS_MD = [
     "# Incident",

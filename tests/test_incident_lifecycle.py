@@ -10,10 +10,10 @@ import pytest
 
 from tests.incident_runs import Spec, incident_runs, triage_doc, write
 from workbench.errors import WorkbenchError
-from workbench.triage import workflow
-from workbench.triage.incident import create_incident, incident_path, load_incident, modify
-from workbench.triage.owners import load_roster, overdue_actions, propose_owners
-from workbench.triage.validation import validate_incident
+from workbench.incident import workflow
+from workbench.incident.incident import create_incident, incident_path, load_incident, modify
+from workbench.incident.owners import load_roster, overdue_actions, propose_owners
+from workbench.incident.validation import validate_incident
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from workbench.cli.main import default_store, main
-from workbench.triage.brief import lines_of
-from workbench.triage.incident import load_incident
+from workbench.incident.brief import lines_of
+from workbench.incident.incident import load_incident
+from workbench.incident.summary import brief_lines
 from workbench.triage.numbers_text import fmt_us
-from workbench.triage.summary import brief_lines
 
 
 @pytest.fixture(scope="module")

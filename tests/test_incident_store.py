@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.triage.incident import (
+from workbench.incident.incident import (
     create_incident,
     incident_path,
     list_incidents,
@@ -121,7 +121,7 @@ def test_full_disk_leaves_record_as_it_was(store: Path, monkeypatch: pytest.Monk
 _WRITER = """
 import os, sys, time, msgspec
 from pathlib import Path
-from workbench.triage import incident
+from workbench.incident import incident
 store, iid, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 if mode == "before-rename":
     real_replace = os.replace

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from workbench.cli.main import bundled_sample
-from workbench.triage import workflow
-from workbench.triage.incident import create_incident, incident_path, load_incident
+from workbench.incident import workflow
+from workbench.incident.incident import create_incident, incident_path, load_incident
 
 
 @pytest.fixture

@@ -13,11 +13,16 @@ from typing import Any
 
 import msgspec
 import pytest
-from ingest_helpers import HANDMADE, RANK0, ROOT, TORCH, TRACES, assert_same_run, run_tables
 
-from workbench.store import args_process, args_spawn, chrome_stream, chrome_trace
-from workbench.store.args_process import ArgsProcess, ArgsProcessFailed
-from workbench.store.importers import kineto_json
+from ingest_helpers import HANDMADE, RANK0, ROOT, TORCH, TRACES, assert_same_run, run_tables
+from workbench.store.importers.kineto import (
+    args_process,
+    args_spawn,
+    chrome_stream,
+    chrome_trace,
+    kineto_json,
+)
+from workbench.store.importers.kineto.args_process import ArgsProcess, ArgsProcessFailed
 from workbench.store.ingest import ingest
 from workbench.store.progress import ImportCancelled, IngestProgress
 

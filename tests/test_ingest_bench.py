@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
 from bench_scripts import bench_module
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "ingest.py"

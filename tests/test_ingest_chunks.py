@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import HANDMADE, TORCH
 
+from ingest_helpers import HANDMADE, TORCH
 from workbench.errors import WorkbenchError
-from workbench.store import chrome_trace
+from workbench.store.importers.kineto import chrome_trace
 from workbench.store.ingest import ingest
 
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import duckdb
 import pytest
-from ingest_helpers import TORCH
 
+from ingest_helpers import TORCH
 from workbench.errors import WorkbenchError
-from workbench.store.compile_log import read_compile_log
+from workbench.store.attribution.rules import load_rules
+from workbench.store.importers.compile_log.compile_log import read_compile_log
 from workbench.store.ingest import ingest
 from workbench.store.layout import read_run_row
-from workbench.store.rules import load_rules
 
 LOG_NAME = "dedicated_log_torch_trace.log.gz"
 FAILING = "serving_static_failing"

@@ -11,8 +11,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from workbench.store.attribution.rules import DEFAULT_RULES
 from workbench.store.ingest import ingest
-from workbench.store.rules import DEFAULT_RULES
 
 STAGES = ["ingress_us", "lowering_us", "scheduling_us", "execution_us", "assembly_us", "other_us"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import HANDMADE, cli, store_hash
 
+from ingest_helpers import HANDMADE, cli, store_hash
 from workbench.store.ingest import ingest
 
 

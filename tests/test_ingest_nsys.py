@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import ROOT, store_hash
 
+from ingest_helpers import ROOT, store_hash
 from workbench.store.ingest import ingest
 
 CURRENT = ROOT / "tests" / "fixtures" / "nsys" / "current_schema.sqlite"
@@ -176,8 +176,8 @@ def _events_by_key(decoded: Any) -> Counter[tuple[Any, ...]]:
 @pytest.mark.parametrize("parts", [1, 3])
 def test_shares_read_the_same_rows(monkeypatch: pytest.MonkeyPatch, parts: int) -> None:
     """The parallel read splits each table by rowid modulo: any split gives the same events."""
-    from workbench.store.importers import nsys_arrow
-    from workbench.store.importers.nsys_sqlite import read_nsys
+    from workbench.store.importers.nsys import nsys_arrow
+    from workbench.store.importers.nsys.nsys_sqlite import read_nsys
 
     base = _events_by_key(read_nsys(CURRENT))
     monkeypatch.setattr(nsys_arrow, "PARTS", parts)
@@ -187,7 +187,7 @@ def test_shares_read_the_same_rows(monkeypatch: pytest.MonkeyPatch, parts: int) 
 
 
 def test_kernel_args_are_json_launch_configuration() -> None:
-    from workbench.store.importers.nsys_sqlite import read_nsys
+    from workbench.store.importers.nsys.nsys_sqlite import read_nsys
 
     decoded = read_nsys(CURRENT)
     cats = decoded.cols.category.to_pylist()

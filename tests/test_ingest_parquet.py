@@ -8,8 +8,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import HANDMADE, MI250, store_hash
 
+from ingest_helpers import HANDMADE, MI250, store_hash
 from workbench.errors import WorkbenchError
 from workbench.store.ingest import ingest
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import MI250, RANK0, load_events
 
+from ingest_helpers import MI250, RANK0, load_events
 from workbench.store.ingest import ingest
 
 KEPT = {"X", "i", "I", "C"}

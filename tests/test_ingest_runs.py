@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import HANDMADE, MI250, cli
 
+from ingest_helpers import HANDMADE, MI250, cli
 from workbench.store.ingest import ingest
 from workbench.store.runs import list_runs
 

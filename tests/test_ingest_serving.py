@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import HANDMADE, TORCH, load_events
 
+from ingest_helpers import HANDMADE, TORCH, load_events
 from workbench.errors import WorkbenchError
 from workbench.store.ingest import ingest
 from workbench.store.progress import ImportCancelled, IngestProgress

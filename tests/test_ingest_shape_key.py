@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import HANDMADE, TORCH, TRACES
 
-from workbench.store.attribution import Requests, shape_keys
+from ingest_helpers import HANDMADE, TORCH, TRACES
+from workbench.store.attribution.requests import Requests, shape_keys
 from workbench.store.ingest import ingest
 
 RUNS = {

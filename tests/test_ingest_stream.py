@@ -1,7 +1,7 @@
 """The streamed Kineto reader stores exactly what the whole-text reader stores.
 
 Each trace is imported twice, once streamed (the default) and once with the stream refused so
-that the whole-text reader (chrome_trace.read_source + split_events) does the work; the events,
+that the whole-text reader (source.read_source + chrome_trace.split_events) does the work; the events,
 requests, compiles and runs rows must be equal. Small decode chunks exercise many cuts.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ingest_helpers import HANDMADE, RANK0, TORCH, TRACES, assert_same_run, run_tables
 
-from workbench.store import chrome_stream, chrome_trace
+from ingest_helpers import HANDMADE, RANK0, TORCH, TRACES, assert_same_run, run_tables
+from workbench.store.importers.kineto import chrome_stream, chrome_trace
 from workbench.store.ingest import ingest
 
 SERVING = TRACES / "serving"

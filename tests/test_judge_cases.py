@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from accel.stages import STAGES
-from workbench.triage.guardrails import RunSamples, default_guardrails, measure
-from workbench.triage.incident import Guardrail
-from workbench.triage.judge import judge, judge_cell
-from workbench.triage.verdict import MIN_SAMPLES, guardrail_verdict
+from workbench.incident.guardrails import RunSamples, default_guardrails, measure
+from workbench.incident.incident import Guardrail
+from workbench.incident.judge import judge, judge_cell
+from workbench.incident.verdict import MIN_SAMPLES, guardrail_verdict
 
 
 def samples(

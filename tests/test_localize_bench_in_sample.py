@@ -9,11 +9,12 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from bench_scripts import bench_module
-from localize_rows import bench_row
 
-from accel import profsim, synth
+from accel import synth
 from accel.profiles import get_profile
+from bench_scripts import bench_module
+from generators import profsim
+from localize_rows import bench_row
 
 HW = get_profile("h100")
 

@@ -6,9 +6,7 @@ import math
 from pathlib import Path
 
 import numpy as np
-from localize_pieces import load_pair
 
-from accel import profsim
 from accel.localize import TriggerPolicy, localize
 from accel.localize.confidence import (
     Candidate,
@@ -19,7 +17,9 @@ from accel.localize.confidence import (
 )
 from accel.profiles import get_profile
 from accel.synth import Workload, generate_pair
-from workbench.store.profsim_io import add_run
+from generators import profsim
+from generators.profsim_io import add_run
+from localize_pieces import load_pair
 
 RNG = np.random.default_rng(5)
 N = 400
@@ -93,7 +93,7 @@ def test_a_manifest_verdict_no_evidence_explains_has_low_confidence() -> None:
 
 
 def test_a_manifest_stage_that_really_grew_keeps_its_agreement(tmp_path: Path) -> None:
-    """accel.profsim's slower assembly under continuous batching on tpu-v5e (seed 610026, 400
+    """generators.profsim's slower assembly under continuous batching on tpu-v5e (seed 610026, 400
     requests, its store layout as bench/localize.py reads it): no evidence passes, but
     assembly's own p95 grew beyond noise, and near saturation the queue makes that small growth
     most of the tail gap. The manifest names the right stage, and its confidence stays the

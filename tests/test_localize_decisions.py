@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from localize_pieces import ops
 
 from accel.cost import op_times
 from accel.localize.decisions import kernel_table, novel_kernels, novel_mechanism
 from accel.profiles import get_profile
 from accel.stages import STAGE_CODE
+from localize_pieces import ops
 
 H100 = get_profile("h100")
 EXEC = STAGE_CODE["execution"]

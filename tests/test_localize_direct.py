@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from localize_pieces import ops
 
 from accel.localize.direct import IMBALANCE, compare, imbalance_us, kind_names, kind_times
 from accel.stages import STAGE_CODE
+from localize_pieces import ops
 
 EXEC = STAGE_CODE["execution"]
 
@@ -75,12 +75,11 @@ def test_barriers_of_every_layer_are_one_kind_and_a_stall_in_the_tail_is_found()
 
 
 def test_a_load_surge_is_found_by_re_running_at_the_comparators_arrival_rate() -> None:
-    from localize_pieces import requests
-
     from accel.localize.confidence import decide
     from accel.localize.direct import load_candidate
     from accel.localize.requeue import observed_queue, requeue
     from accel.queueing import fifo_schedule
+    from localize_pieces import requests
 
     def run(gap: float, seed: int):  # type: ignore[no-untyped-def]
         rng = np.random.default_rng(seed)
@@ -105,12 +104,11 @@ def test_a_load_surge_is_found_by_re_running_at_the_comparators_arrival_rate() -
 
 
 def test_the_load_evidence_tests_the_rates_and_widens_for_bursty_arrivals() -> None:
-    from localize_pieces import requests
-
     from accel.localize.direct import load_candidate
     from accel.localize.requeue import observed_queue, requeue
     from accel.queueing import fifo_schedule
     from accel.stats import gap_dispersion
+    from localize_pieces import requests
 
     def run(mean_gap: float, burst: float, seed: int):  # type: ignore[no-untyped-def]
         # gaps of mean `mean_gap`: exponential (burst 1), or a mix of short and long ones whose

@@ -11,8 +11,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_localize_profsim_regressions import HW, _runs
-from test_localize_queue_bootstrap import PAIRS, _run
 
 from accel.localize import localize
 from accel.localize.equal_traffic import equal_traffic_gaps
@@ -20,6 +18,8 @@ from accel.localize.gaps import QNAMES, QS
 from accel.localize.queue_bootstrap import replayed_quantiles
 from accel.localize.requeue import observed_queue, same_arrival_rate
 from accel.localize.trigger import TriggerPolicy, decide
+from test_localize_profsim_regressions import HW, _runs
+from test_localize_queue_bootstrap import PAIRS, _run
 
 
 def _fires(load: float, slower: float, policy: TriggerPolicy) -> tuple[int, int]:
@@ -120,11 +120,10 @@ def check_exported_reading(store: Path, capsys: Any, key: str, metric: str, word
     """Triage the store's pair into a new incident and export it: the impact rows `metric` carry
     the verdict's `key` reading (fired, at its level) where the observed intervals include zero,
     and the brief names it in `words`; returns the exported Markdown."""
-    from test_export_summary import check_schema
-
     from accel.stats import level_text
+    from test_export_summary import check_schema
     from workbench.cli.main import main
-    from workbench.triage.brief import READINGS
+    from workbench.triage.readings import READINGS
 
     at = ["--store", str(store)]
     assert main(["incident", "new", *at, "--title", "t", "--id", "INC-r"]) == 0

@@ -10,10 +10,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from localize_pieces import requests
-from test_localize_equal_traffic import check_exported_reading, check_printed_reading
-from test_localize_profsim_regressions import HW, _runs
-from test_localize_queue_bootstrap import MEAN_SERVICE, PAIRS, _run
 
 from accel.localize import localize
 from accel.localize.gaps import QNAMES, QS
@@ -25,6 +21,10 @@ from accel.ops import RequestArrays
 from accel.profiles import get_profile
 from accel.queueing import lindley_waits_sorted
 from accel.stats import mann_whitney_u
+from localize_pieces import requests
+from test_localize_equal_traffic import check_exported_reading, check_printed_reading
+from test_localize_profsim_regressions import HW, _runs
+from test_localize_queue_bootstrap import MEAN_SERVICE, PAIRS, _run
 
 TPU = get_profile("tpu-v5e")
 # profsim, tpu-v5e, one batch served at a time: the failing run's arrival rate is 1.45x the

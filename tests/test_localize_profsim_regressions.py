@@ -1,4 +1,4 @@
-"""Verdicts on accel.profsim pairs that went wrong before, each for a reason now fixed: kernels
+"""Verdicts on generators.profsim pairs that went wrong before, each for a reason now fixed: kernels
 imported without cores, a batch-policy swap from a simulated batcher that does not reproduce the
 runs, and a placement swap that moved a request's shards onto another batch slot's lanes."""
 
@@ -8,9 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from localize_pieces import load_pair
 
-from accel import profsim
 from accel.localize import localize
 from accel.localize.batching import SIM_TOLERANCE, cap_binding, ingress_swap
 from accel.localize.requeue import observed_queue
@@ -18,7 +16,9 @@ from accel.localize.trigger import TriggerPolicy
 from accel.ops import RunArrays
 from accel.profiles import HardwareProfile, get_profile
 from accel.stages import STAGE_CODE
-from workbench.store.profsim_io import add_run
+from generators import profsim
+from generators.profsim_io import add_run
+from localize_pieces import load_pair
 
 HW = get_profile("h100")
 # These pin what follows the trigger (origin and mechanism). At 400 requests some of their

@@ -4,7 +4,6 @@ queues whose run-to-run spread is known by drawing them again."""
 from __future__ import annotations
 
 import numpy as np
-from localize_pieces import requests
 
 from accel.localize.queue_bootstrap import (
     _waits_one_server,
@@ -16,6 +15,7 @@ from accel.localize.requeue import observed_queue, reproduction
 from accel.localize.trigger import TriggerPolicy, decide
 from accel.ops import RequestArrays
 from accel.queueing import lindley_waits_sorted
+from localize_pieces import requests
 
 MEAN_SERVICE = 100.0 * np.exp(0.5**2 / 2)  # lognormal(log 100, 0.5)
 PAIRS = 20

@@ -9,10 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from localize_pieces import requests
-from test_localize_equal_traffic import check_exported_reading, check_printed_reading
-from test_localize_profsim_regressions import HW, _runs
-from test_localize_queue_bootstrap import PAIRS, _run
 
 from accel.localize import localize, trigger
 from accel.localize.equal_traffic import EqualTraffic
@@ -23,6 +19,10 @@ from accel.ops import RequestArrays
 from accel.profiles import get_profile
 from accel.queueing import lindley_waits_sorted
 from accel.stats import hodges_lehmann_ci
+from localize_pieces import requests
+from test_localize_equal_traffic import check_exported_reading, check_printed_reading
+from test_localize_profsim_regressions import HW, _runs
+from test_localize_queue_bootstrap import PAIRS, _run
 
 # profsim, h100, one request served at a time: +4.4x post-processing (assembly). At 400
 # requests the p95/p99 intervals, observed and at equal traffic, include zero.

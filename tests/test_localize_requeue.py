@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from localize_pieces import requests, sequential_batches
 
 from accel.localize.requeue import observed_queue, queue_free, reproduction, requeue, unqueued
 from accel.queueing import batched_waits
+from localize_pieces import requests, sequential_batches
 
 
 def _arrivals(n: int, gap: float, seed: int = 0) -> np.ndarray:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-from localize_pieces import ops, requests
 
 from accel.localize.traffic import traffic_noise
 from accel.localize.trigger import TriggerPolicy, decide
 from accel.ops import RunArrays
 from accel.queueing import fifo_schedule
+from localize_pieces import ops, requests
 
 NO_OPS = ops(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), [])
 

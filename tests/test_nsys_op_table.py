@@ -10,13 +10,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import HANDMADE, ROOT, TORCH, TRACES
 
+from ingest_helpers import HANDMADE, ROOT, TORCH, TRACES
 from workbench.store import layout, op_columns, op_table
+from workbench.store.attribution.rules import DEFAULT_RULES, load_rules
+from workbench.store.attribution.trace_import import attribute
 from workbench.store.importers import importer_for
 from workbench.store.ingest import ingest
-from workbench.store.rules import DEFAULT_RULES, load_rules
-from workbench.store.trace_import import attribute
 
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "nsys"))
 from make_nsys_export import write_export

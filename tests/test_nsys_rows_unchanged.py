@@ -18,8 +18,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from ingest_helpers import ROOT, TRACES
 
+from ingest_helpers import ROOT, TRACES
 from workbench.store.ingest import ingest
 
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "nsys"))

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from workbench.store.null_arrays import nulls
+from workbench.store.columns.null_arrays import nulls
 
 TYPES = [pa.int64(), pa.int32(), pa.float64(), pa.string(), pa.bool_(), pa.large_string()]
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from generators.fleet_synth import fleet_members, write_fleet
 from workbench.errors import WorkbenchError
 from workbench.store import objstore
-from workbench.store.fleet_synth import fleet_members, write_fleet
 
 ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "wb-test"
@@ -107,8 +107,8 @@ def test_interrupted_commit_leaves_no_visible_run(
     url = f"s3://{BUCKET}/cut"
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
     mirror = objstore.open_store(url, ())
-    from workbench.store.engine import open_engine
-    from workbench.store.fleet_ingest import ingest_fleet
+    from workbench.store.fleet.engine import open_engine
+    from workbench.store.fleet.fleet_ingest import ingest_fleet
 
     real = objstore.filesystem
 
@@ -151,7 +151,7 @@ def test_interrupted_commit_leaves_no_visible_run(
 def test_incident_record_conflict_is_refused(
     s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workbench.triage import incident
+    from workbench.incident import incident
 
     url = f"s3://{BUCKET}/inc"
     objstore.filesystem().mkdir(f"{BUCKET}/inc/runs", create_parents=True)
@@ -227,7 +227,7 @@ def test_app_ingest_publishes_to_the_bucket(s3: dict[str, str], tmp_path: Path) 
 
     from textual.app import App
 
-    from workbench.tui.ingest_screen import IngestScreen
+    from workbench.tui.screens.ingest_screen import IngestScreen
 
     trace = ROOT / "tests" / "fixtures" / "serving" / "handmade_serving.json"
     os.environ["WORKBENCH_HOME"] = str(tmp_path / "home")

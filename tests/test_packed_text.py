@@ -12,12 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from workbench.store import chrome_trace, layout, schema
+from workbench.store import layout, schema
+from workbench.store.attribution.rules import DEFAULT_RULES, load_rules
+from workbench.store.attribution.trace_import import attribute
+from workbench.store.columns.packed_text import PackedText
 from workbench.store.importers import importer_for
+from workbench.store.importers.kineto import chrome_trace
 from workbench.store.ingest import ingest
-from workbench.store.packed_text import PackedText
-from workbench.store.rules import DEFAULT_RULES, load_rules
-from workbench.store.trace_import import attribute
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 if not TRACES.is_dir():

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from triage_stores import RunSpec, incident_store, write_run
 
+from triage_stores import RunSpec, incident_store, write_run
 from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.triage import pairing

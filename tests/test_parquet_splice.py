@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from workbench.store.parquet_splice import SplicedWriter, decode_footer, encode_struct
+from workbench.store.fleet.parquet_splice import SplicedWriter, decode_footer, encode_struct
 
 SCHEMA = pa.schema(
     [

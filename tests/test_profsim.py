@@ -1,4 +1,4 @@
-"""accel.profsim: its ground truth is consistent, faults show up where they were placed, and the
+"""generators.profsim: its ground truth is consistent, faults show up where they were placed, and the
 events-only trace imports into the same per-request stage times."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import duckdb
 import numpy as np
 import pytest
 
-from accel import profsim
 from accel.profiles import get_profile
 from accel.stages import STAGES
-from workbench.store.profsim_io import add_run
+from generators import profsim
+from generators.profsim_io import add_run
 
 HW = get_profile("h100")
 N = 200

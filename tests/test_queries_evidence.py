@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from triage_stores import RunSpec, incident_store, write_run
 
 from accel import stats
+from triage_stores import RunSpec, incident_store, write_run
 from workbench.store import db
 from workbench.store.arrays import run_exists, run_presence
 from workbench.triage import evidence

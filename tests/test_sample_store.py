@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from workbench.cli.main import main
+from workbench.sample.synthetic import SAMPLE_RUNS
 from workbench.store import db, layout
-from workbench.store.synthetic import SAMPLE_RUNS
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "sample_traces"

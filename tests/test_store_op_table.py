@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from triage_stores import RunSpec, build_run, write_run
 
 from accel.ops import OpArrays
+from triage_stores import RunSpec, build_run, write_run
 from workbench.errors import WorkbenchError
 from workbench.store import arrays, db, integrity, layout, op_table
 from workbench.triage.triage import triage

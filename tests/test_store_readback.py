@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-from ingest_helpers import HANDMADE, MI250, TORCH
 
+from ingest_helpers import HANDMADE, MI250, TORCH
 from workbench.store.ingest import ingest
 
 

@@ -9,14 +9,14 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
-from localize_pieces import load_pair
 
 from accel.localize import localize
 from accel.profiles import get_profile
 from accel.stages import STAGES
 from accel.synth import Workload, generate_pair
+from generators.synth_trace import chrome_trace, ingest_events_only
+from localize_pieces import load_pair
 from workbench.store.ingest import ingest
-from workbench.store.synth_trace import chrome_trace, ingest_events_only
 
 COLS = [f"{s}_us" for s in STAGES] + ["other_us", "latency_us"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from workbench.store.compile_log import read_compile_log
+from workbench.store.importers.compile_log.compile_log import read_compile_log
 from workbench.store.ingest import ingest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "torch"

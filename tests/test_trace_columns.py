@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.store.trace_columns import ColumnBuilder, TraceEvent
+from workbench.store.columns.trace_columns import ColumnBuilder, TraceEvent
 
 
 def _ev(ph: str, name: str | None, ts: float) -> TraceEvent:

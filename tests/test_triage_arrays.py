@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from triage_stores import RunSpec, build_run, write_run
 
 from accel.stages import MEM_TIER_CODE, STAGE_CODE
+from triage_stores import RunSpec, build_run, write_run
 from workbench.errors import WorkbenchError
 from workbench.store import arrays, db, layout, op_columns
 

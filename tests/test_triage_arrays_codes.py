@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from triage_stores import RunSpec, write_run
 
 from accel.ops import name_codes
+from triage_stores import RunSpec, write_run
 from workbench.store import arrays, db
 
 

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from triage_stores import incident_store
 
 from accel.stages import STAGES
+from triage_stores import incident_store
 from workbench.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,7 +168,7 @@ def test_an_unknown_fixed_metadata_run_is_a_one_line_error(
 
 
 def test_incident_gets_the_result(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from workbench.triage.incident import create_incident, load_incident
+    from workbench.incident.incident import create_incident, load_incident
 
     store = incident_store(tmp_path)
     inc = create_incident(store, "p99 regression", "sev2", "tester")

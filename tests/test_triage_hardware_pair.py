@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from ingest_helpers import store_hash
 
+from ingest_helpers import store_hash
 from workbench.errors import WorkbenchError
 from workbench.store import db
 from workbench.store.ingest import ingest
-from workbench.triage.hardware_pair import check_enough_requests, hardware_of
+from workbench.triage.context import load_present
+from workbench.triage.hardware_pair import check_enough_requests
 
 PAIR = {"h100": "bert_small_h100.json.gz", "mi300x": "bert_small_mi300x.json.gz"}
 
@@ -31,15 +32,21 @@ def _refusal(store: Path, failing: str, comparator: str) -> WorkbenchError:
     con = db.connect(store)
     try:
         with pytest.raises(WorkbenchError) as info:
-            check_enough_requests(store, con, failing, comparator, 5)
+            ctx = load_present(con, failing, comparator)
+            check_enough_requests(con, ctx[failing], ctx[comparator], 5)
     finally:
         con.close()
     return info.value
 
 
 def test_both_devices_are_described(store: Path) -> None:
-    assert hardware_of(store, "h100") == "NVIDIA H100 80GB HBM3"
-    assert hardware_of(store, "mi300x") == "AMD Instinct MI300X VF"
+    con = db.connect(store)
+    try:
+        ctx = load_present(con, "h100", "mi300x")
+    finally:
+        con.close()
+    assert ctx["h100"].hardware == "NVIDIA H100 80GB HBM3"
+    assert ctx["mi300x"].hardware == "AMD Instinct MI300X VF"
 
 
 def test_cross_hardware_refusal_leads_with_the_hardware(store: Path) -> None:
@@ -61,7 +68,8 @@ def test_same_hardware_keeps_the_plain_refusal(store: Path) -> None:
 def test_enough_requests_passes(store: Path) -> None:
     con = db.connect(store)
     try:
-        check_enough_requests(store, con, "mi300x", "h100", 1)
+        ctx = load_present(con, "mi300x", "h100")
+        check_enough_requests(con, ctx["mi300x"], ctx["h100"], 1)
     finally:
         con.close()
 

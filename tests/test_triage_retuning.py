@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from triage_stores import RunSpec, write_run
 
 from accel.profiles import get_profile
+from triage_stores import RunSpec, write_run
 from workbench.store import arrays, db
 from workbench.triage import retuning, warmup
 

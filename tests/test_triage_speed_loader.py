@@ -15,13 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from triage_stores import RunSpec, build_run, write_run
 
 from accel.cost import op_times
 from accel.ops import OpArrays, name_codes
 from accel.primary_metric import primary_metric
 from accel.profiles import get_profile
 from accel.stages import MEM_TIERS, STAGES
+from triage_stores import RunSpec, build_run, write_run
 from workbench.errors import WorkbenchError
 from workbench.store import arrays, db, heap, layout, op_columns, op_table
 from workbench.triage import retuning

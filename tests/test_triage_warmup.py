@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from triage_stores import RunSpec, build_run, write_run
 
+from triage_stores import RunSpec, build_run, write_run
 from workbench.store import arrays, db, layout
 from workbench.triage import evidence, warmup
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from test_tui_support import (
     SAMPLE_STORE,
     TRACES,
@@ -18,7 +19,6 @@ from test_tui_support import (
     wait_for,
     watch_handlers,
 )
-
 from workbench.store.layout import run_ids
 from workbench.store.runs import list_runs
 
@@ -60,7 +60,7 @@ def test_help_lists_every_binding_id(store: Path) -> None:
         async with app.run_test(size=(100, 30)) as pilot:
             await pilot.press("question_mark")
             await pilot.pause()
-            from workbench.tui.help_screen import HelpScreen
+            from workbench.tui.screens.help_screen import HelpScreen
 
             assert isinstance(app.screen, HelpScreen)
             assert table_keys(app, "#help-table") == known_binding_ids()
@@ -120,7 +120,7 @@ def test_unreadable_store_shows_one_line_error_not_a_traceback(tmp_path: Path) -
     (store / "runs" / "broken.parquet").write_bytes(b"PAR1 this is not parquet")
 
     async def go() -> None:
-        from workbench.tui.error_modal import ErrorModal
+        from workbench.tui.screens.error_modal import ErrorModal
 
         app = make_app(store)
         async with app.run_test(size=(80, 24)) as pilot:
@@ -160,7 +160,7 @@ def test_ingest_through_the_path_picker(store: Path) -> None:
     before = set(run_ids(store))
 
     async def go() -> None:
-        from workbench.tui.ingest_screen import IngestScreen
+        from workbench.tui.screens.ingest_screen import IngestScreen
 
         app = make_app(store)
         async with app.run_test(size=(80, 24)) as pilot:
@@ -188,7 +188,7 @@ def test_ingest_cancel_leaves_the_store_as_it_was(store: Path) -> None:
     before = sorted(p.relative_to(store) for p in store.rglob("*"))
 
     async def go() -> None:
-        from workbench.tui.ingest_screen import IngestScreen
+        from workbench.tui.screens.ingest_screen import IngestScreen
 
         app = make_app(store)
         async with app.run_test(size=(80, 24)) as pilot:
@@ -247,8 +247,8 @@ def test_ingest_of_a_malformed_file_is_a_one_line_modal(store: Path, tmp_path: P
     before = sorted(p.relative_to(store) for p in store.rglob("*"))
 
     async def go() -> None:
-        from workbench.tui.error_modal import ErrorModal
-        from workbench.tui.ingest_screen import IngestScreen
+        from workbench.tui.screens.error_modal import ErrorModal
+        from workbench.tui.screens.ingest_screen import IngestScreen
 
         app = make_app(store)
         async with app.run_test(size=(80, 24)) as pilot:
@@ -270,10 +270,10 @@ def test_ingest_of_a_malformed_file_is_a_one_line_modal(store: Path, tmp_path: P
 
 
 def test_a_change_made_elsewhere_is_a_conflict_then_reloaded(store: Path) -> None:
-    from workbench.triage import workflow
+    from workbench.incident import workflow
 
     async def go() -> None:
-        from workbench.tui.error_modal import ErrorModal
+        from workbench.tui.screens.error_modal import ErrorModal
 
         app = make_app(store)
         async with app.run_test(size=(80, 24)) as pilot:

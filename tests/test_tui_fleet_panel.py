@@ -10,10 +10,10 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
-from workbench.store.engine import open_engine
-from workbench.store.fleet_ingest import ingest_fleet
-from workbench.store.fleet_synth import fleet_members, write_fleet
-from workbench.tui.fleet_panel import FleetPanel
+from generators.fleet_synth import fleet_members, write_fleet
+from workbench.store.fleet.engine import open_engine
+from workbench.store.fleet.fleet_ingest import ingest_fleet
+from workbench.tui.widgets.fleet_panel import FleetPanel
 
 SLOW_DRIVER = "535.54.03"
 
@@ -68,7 +68,7 @@ def test_unknown_run_is_one_line_in_the_panel(fleet_store: Path) -> None:
 
 
 def test_fleet_screen_opens_over_the_app_and_closes(fleet_store: Path) -> None:
-    from workbench.tui.fleet_screen import FleetScreen
+    from workbench.tui.screens.fleet_screen import FleetScreen
 
     async def go() -> tuple[str, bool]:
         app = App[None]()

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from accel.stages import STAGES
 from test_tui_support import (
     SAMPLE_STORE,
     base_screen,
@@ -23,9 +25,7 @@ from test_tui_support import (
     wait_for,
     watch_handlers,
 )
-
-from accel.stages import STAGES
-from workbench.tui.confirm_modal import ConfirmModal
+from workbench.tui.screens.confirm_modal import ConfirmModal
 
 OWNERS = {"compiler lead": "Ada Compiler", "runtime lead": "Rui Runtime"}
 

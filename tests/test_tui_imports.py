@@ -11,8 +11,14 @@ import pytest
 
 TUI = Path(__file__).resolve().parents[1] / "workbench" / "tui"
 HEAVY = ("duckdb", "polars", "pyarrow", "numpy")
-# Modules that import the data stack themselves (store and triage layers).
-HEAVY_OURS = ("workbench.store", "workbench.triage", "accel")
+# Modules that import the data stack themselves (store, triage, incident and sample layers).
+HEAVY_OURS = (
+    "workbench.store",
+    "workbench.triage",
+    "workbench.incident",
+    "workbench.sample",
+    "accel",
+)
 
 
 def _top_level_imports(path: Path) -> list[str]:
@@ -39,7 +45,7 @@ def _top_level_imports(path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", sorted(TUI.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(TUI.rglob("*.py")), ids=lambda p: str(p.relative_to(TUI)))
 def test_no_data_stack_at_module_level(path: Path) -> None:
     heavy = [
         m for m in _top_level_imports(path) if m.split(".")[0] in HEAVY or m.startswith(HEAVY_OURS)
@@ -82,7 +88,7 @@ def test_a_cold_runs_list_loads_duckdb_only(tmp_path: Path) -> None:
 def test_resuming_an_incident_and_a_drill_down_load_duckdb_only(tmp_path: Path) -> None:
     # The app reads the incident record while the runs list fills, and a drill-down reads
     # about a hundred rows: neither waits for pyarrow's import (saving a record may load it).
-    from workbench.triage.incident import create_incident
+    from workbench.incident.incident import create_incident
 
     sample = Path(__file__).resolve().parents[1] / "sample_traces"
     store = tmp_path / "store"
@@ -94,7 +100,7 @@ def test_resuming_an_incident_and_a_drill_down_load_duckdb_only(tmp_path: Path) 
         "import sys\n"
         "from pathlib import Path\n"
         "from workbench.tui.resume_state import resume_choice\n"
-        "from workbench.tui.request_screen import DrillTarget, drill\n"
+        "from workbench.tui.screens.request_screen import DrillTarget, drill\n"
         f"inc, goto = resume_choice(Path({str(tmp_path / 'state')!r}), Path({str(store)!r}))\n"
         f"f, c = drill(Path({str(store)!r}), DrillTarget('failing', 'comparator'))\n"
         "print(inc.id, goto, len(f.spans), len(c.spans))\n"

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
 from test_tui_support import (
     SAMPLE_STORE,
     base_screen,
@@ -15,8 +16,7 @@ from test_tui_support import (
     screen_text,
     wait_for,
 )
-
-from workbench.triage.incident import list_incidents, load_incident
+from workbench.incident.incident import list_incidents, load_incident
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from test_tui_support import (
     INCIDENT_ID,
     SAMPLE_STORE,
@@ -90,7 +91,7 @@ def test_every_screen_at_80x24_keeps_warnings_footer_glyph_and_contrast(
     glyph, the key column is fixed, and no text is under WCAG AA contrast."""
     from textual.widgets import Footer
 
-    from workbench.tui.marked_table import MARK, MarkedTable
+    from workbench.tui.widgets.marked_table import MARK, MarkedTable
 
     monkeypatch.setenv("NO_COLOR", "1")
 
@@ -127,7 +128,7 @@ def test_every_screen_at_80x24_keeps_warnings_footer_glyph_and_contrast(
                 if mode == "pair":
                     warnings = list(screen.warnings)
                 if mode == "validate":
-                    from workbench.triage.verdict import incident_verdict
+                    from workbench.incident.verdict import incident_verdict
 
                     warnings = incident_verdict(app.incident).reasons
                 for w in warnings:
@@ -138,7 +139,7 @@ def test_every_screen_at_80x24_keeps_warnings_footer_glyph_and_contrast(
 
 def test_state_changes_ask_first(store: Path) -> None:
     """Point 3: f on another run, x (close) and q (quit) change nothing until confirmed."""
-    from workbench.tui.confirm_modal import ConfirmModal
+    from workbench.tui.screens.confirm_modal import ConfirmModal
 
     async def go() -> None:
         app = make_app(store)
@@ -180,8 +181,8 @@ def test_state_changes_ask_first(store: Path) -> None:
 def test_incidents_resume_where_left_switch_new_and_reopen(store: Path) -> None:
     """Point 3: resume on the screen left with 'Resuming ...'; 0 lists incidents: n starts a new
     one (f declares it), Enter switches back, o reopens a closed one with a reason."""
-    from workbench.triage import workflow
-    from workbench.tui.incidents_screen import IncidentsScreen
+    from workbench.incident import workflow
+    from workbench.tui.screens.incidents_screen import IncidentsScreen
 
     workflow.close(store, INCIDENT_ID, "tester", "done")
 
@@ -250,7 +251,7 @@ def test_file_picker_completes_reroots_and_suggests(
     tree, Backspace in the tree goes up; a typo gets 'did you mean' and the field keeps focus."""
     from textual.widgets import DirectoryTree, Input
 
-    from workbench.tui.ingest_screen import IngestScreen
+    from workbench.tui.screens.ingest_screen import IngestScreen
 
     monkeypatch.chdir(TRACES.parent)
     trace = TRACES / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
@@ -342,8 +343,8 @@ def p99_request(store: Path, run_id: str) -> str:
 def test_drill_down_opens_the_p99_request_beside_the_comparator(store: Path) -> None:
     """Point 9: o on Evidence's latency row opens the failing run's p99 request and the
     comparator's of the same shape (or says it has none); keys select, zoom and pan; Esc back."""
-    from workbench.tui.request_screen import RequestScreen
-    from workbench.tui.timeline import Timeline
+    from workbench.tui.screens.request_screen import RequestScreen
+    from workbench.tui.widgets.timeline import Timeline
 
     expected = p99_request(store, "failing")
 
@@ -395,7 +396,7 @@ def test_export_defaults_to_the_exports_folder_and_offers_to_create_it(store: Pa
     to be created (n writes nothing, y creates it and exports)."""
     from textual.widgets import Input
 
-    from workbench.tui.confirm_modal import ConfirmModal
+    from workbench.tui.screens.confirm_modal import ConfirmModal
 
     async def go() -> Path:
         app = make_app(store)
@@ -424,8 +425,8 @@ def test_export_defaults_to_the_exports_folder_and_offers_to_create_it(store: Pa
 def test_fleet_view_opens_from_runs_and_evidence(store: Path) -> None:
     """v on Runs shows the highlighted run's fleet view, v on Evidence the pair's; Esc closes.
     Both show the failing run by name."""
-    from workbench.tui.fleet_panel import FleetPanel
-    from workbench.tui.fleet_screen import FleetScreen
+    from workbench.tui.screens.fleet_screen import FleetScreen
+    from workbench.tui.widgets.fleet_panel import FleetPanel
 
     async def shown(pilot: Any) -> FleetScreen:
         app = pilot.app

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from test_tui_support import (
     SAMPLE_STORE,
     TRACES,
@@ -64,7 +65,7 @@ def _ingest(pilot: Any) -> Awaitable[None]:
     async def run() -> None:
         from textual.widgets import DirectoryTree
 
-        from workbench.tui.ingest_screen import IngestScreen
+        from workbench.tui.screens.ingest_screen import IngestScreen
 
         app = pilot.app
         await _goto("1", "runs", lambda s: True)(pilot)
@@ -79,7 +80,7 @@ def _ingest(pilot: Any) -> Awaitable[None]:
 
 def _error(pilot: Any) -> Awaitable[None]:
     async def run() -> None:
-        from workbench.tui.error_modal import ErrorModal
+        from workbench.tui.screens.error_modal import ErrorModal
 
         app = pilot.app
         await _goto("7", "close", lambda s: s.missing is not None)(pilot)
@@ -97,7 +98,7 @@ def _error(pilot: Any) -> Awaitable[None]:
 
 def _drill(pilot: Any) -> Awaitable[None]:
     async def run() -> None:
-        from workbench.tui.request_screen import RequestScreen
+        from workbench.tui.screens.request_screen import RequestScreen
 
         app = pilot.app
         await _goto("3", "evidence", lambda s: s.bundle is not None)(pilot)
@@ -114,7 +115,7 @@ def _drill(pilot: Any) -> Awaitable[None]:
 
 def _incidents(pilot: Any) -> Awaitable[None]:
     async def run() -> None:
-        from workbench.tui.incidents_screen import IncidentsScreen
+        from workbench.tui.screens.incidents_screen import IncidentsScreen
 
         app = pilot.app
         await _goto("1", "runs", lambda s: True)(pilot)
@@ -131,7 +132,7 @@ def _incidents(pilot: Any) -> Awaitable[None]:
 
 def _confirm(pilot: Any) -> Awaitable[None]:
     async def run() -> None:
-        from workbench.tui.confirm_modal import ConfirmModal
+        from workbench.tui.screens.confirm_modal import ConfirmModal
 
         app = pilot.app
         await _goto("1", "runs", lambda s: True, "down", "down", "f")(pilot)

@@ -68,7 +68,7 @@ async def wait_for(
 ) -> None:
     """Let the app run until predicate() holds; fail with the screen when it does not, or when
     an error modal shows up instead."""
-    from workbench.tui.error_modal import ErrorModal
+    from workbench.tui.screens.error_modal import ErrorModal
 
     deadline = time.monotonic() + timeout
     while True:
@@ -166,10 +166,12 @@ async def move_to(pilot: Any, selector: str, key: str) -> None:
     table.focus()
     keys = table_keys(app, selector)
     assert key in keys, f"{key} not in {keys}"
-    while table.cursor_row > keys.index(key):
-        await pilot.press("up")
-    while table.cursor_row < keys.index(key):
-        await pilot.press("down")
+    # Bounded: a cursor that does not move (focus lost to a modal) fails instead of hanging.
+    for _ in range(len(keys)):
+        if table.cursor_row == keys.index(key):
+            break
+        await pilot.press("up" if table.cursor_row > keys.index(key) else "down")
+    assert table.cursor_row == keys.index(key), f"cursor stuck at row {table.cursor_row}"
 
 
 def test_screen_text_and_wait_helpers_see_the_app(tmp_path: Path) -> None:
@@ -215,7 +217,7 @@ def frozen_time(at: datetime = FROZEN_AT) -> Iterator[None]:
     patch = pytest.MonkeyPatch()
     try:
         for name in ("incident", "lifecycle", "summary", "validation", "workflow"):
-            module = importlib.import_module(f"workbench.triage.{name}")
+            module = importlib.import_module(f"workbench.incident.{name}")
             if hasattr(module, "now_iso"):
                 patch.setattr(module, "now_iso", lambda: stamp)
             if isinstance(getattr(module, "datetime", None), type):
@@ -233,11 +235,11 @@ INCIDENT_ID = "INC-20260115-01"
 def build_validating_incident(store: Path, incident_id: str = INCIDENT_ID) -> None:
     """The sample incident taken to 'validating' through the headless layers, clock frozen:
     paired (with the reproduction pinned), triaged, classified, owned, candidate validated."""
-    from workbench.triage import workflow
-    from workbench.triage.incident import create_incident, load_incident
-    from workbench.triage.owners import load_roster, propose_owners
+    from workbench.incident import workflow
+    from workbench.incident.incident import create_incident, load_incident
+    from workbench.incident.owners import load_roster, propose_owners
+    from workbench.incident.validation import validate_incident
     from workbench.triage.triage import triage
-    from workbench.triage.validation import validate_incident
 
     with frozen_time():
         inc = create_incident(

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.tui.error_modal import one_line
-from workbench.tui.incident_header import IncidentLine, elapsed, incident_text, steps_text
-from workbench.tui.ingest_screen import parse_tags
+from workbench.tui.screens.error_modal import one_line
+from workbench.tui.screens.ingest_screen import parse_tags
 from workbench.tui.units import ci_ms, ms, pct
+from workbench.tui.widgets.incident_header import IncidentLine, elapsed, incident_text, steps_text
 
 T0 = datetime(2026, 1, 15, 8, 0, tzinfo=UTC)
 

@@ -11,17 +11,17 @@ import pytest
 from accel import stats
 from tests.incident_runs import PRODUCTION_SHAPES, Spec, incident_runs, triage_doc, write
 from workbench.errors import WorkbenchError
-from workbench.store import db
-from workbench.triage import workflow
-from workbench.triage.guardrails import default_guardrails, load_guardrails, rollback_criteria
-from workbench.triage.incident import create_incident, load_incident
-from workbench.triage.validation import (
+from workbench.incident import workflow
+from workbench.incident.guardrails import default_guardrails, load_guardrails, rollback_criteria
+from workbench.incident.incident import create_incident, load_incident
+from workbench.incident.validation import (
     PSI_THRESHOLD,
     compute_validation,
     load_samples,
     replay_check,
     shape_size,
 )
+from workbench.store import db
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ import pytest
 
 from accel import stats
 from tests.test_judge_cases import samples
-from workbench.triage.guardrails import RunSamples, default_guardrails, measure
-from workbench.triage.incident import Guardrail, ReplayCheck, Validation
-from workbench.triage.judge import judge, judge_cell
-from workbench.triage.verdict import candidate_verdict, cell_verdict
+from workbench.incident.guardrails import RunSamples, default_guardrails, measure
+from workbench.incident.incident import Guardrail, ReplayCheck, Validation
+from workbench.incident.judge import judge, judge_cell
+from workbench.incident.verdict import candidate_verdict, cell_verdict
 
 P99 = Guardrail(metric="e2e_p99", label="p99", direction="increase", tolerance=0.05, critical=True)
 

@@ -127,8 +127,8 @@ def wait_for_text(page: Any, *needles: str, timeout_s: float = 30.0) -> str:
 def test_browser_session_needs_the_token(served: tuple[str, subprocess.Popen[str]]) -> None:
     from playwright.sync_api import Route, sync_playwright
 
-    from workbench.tui.pair_screen import PairScreen
-    from workbench.tui.runs_screen import RunsScreen
+    from workbench.tui.screens.pair_screen import PairScreen
+    from workbench.tui.screens.runs_screen import RunsScreen
 
     runs_key, pair_key = (
         footer_key(RunsScreen, "runs.mark_failing"),

@@ -1,4 +1,5 @@
 """Per-op cost model, vectorized over every op of every request of a run (DESIGN §5).
+Imports numpy and the rest of accel only.
 
 An op is *modelled* when it carries flops or bytes; otherwise its observed time is used as is.
 For a modelled op, in microseconds:

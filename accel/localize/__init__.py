@@ -1,4 +1,5 @@
 """Localization of a tail regression: which stage first went wrong, and by which mechanism.
+Imports numpy and the rest of accel only.
 
 The method, one file per step: trigger (is there a regression), requeue (the queue and batch
 re-run), swaps + batching + matching (plan-swap counterfactuals), residuals (cost-model residual

@@ -1,4 +1,5 @@
 """Synthetic serving workloads on a hardware profile, with injected faults and their ground truth.
+Imports numpy and the rest of accel only; the product uses it for `workbench sample`.
 
 A run is a stream of requests (Poisson arrivals) that a dynamic batcher groups (what is ready
 when the device frees up, up to a cap, optionally held open) for one device. Every batch goes

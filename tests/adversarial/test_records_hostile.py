@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from harness import TIMEOUT, assert_one_line_error, cli_env, command, refused, tree_hash, workbench
+
 from incident_runs import incident_runs, triage_doc
 from triage_stores import RunSpec, write_run
-
-from workbench.triage.incident import create_incident, incident_path
-from workbench.triage.workflow import attach_triage
+from workbench.incident.incident import create_incident, incident_path
+from workbench.incident.workflow import attach_triage
 
 GOOD = "INC-good"
 # Any code point that moves the cursor, recolours or reorders text; newline is the only one

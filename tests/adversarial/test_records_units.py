@@ -12,16 +12,16 @@ import msgspec
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.terminal_text import TerminalSafeWriter, for_terminal, stream_for_terminal
-from workbench.triage.incident import create_incident, load_incident, save_incident
-from workbench.triage.incident_record import (
+from workbench.incident.incident import create_incident, load_incident, save_incident
+from workbench.incident.incident_record import (
     RecordProblem,
     encode_record,
     parse_record,
     record_from_raw,
 )
-from workbench.triage.numbers import finite, parse_finite, parse_whole, whole
-from workbench.triage.output_file import write_output
+from workbench.incident.numbers import finite, parse_finite, parse_whole, whole
+from workbench.incident.output_file import write_output
+from workbench.terminal_text import TerminalSafeWriter, for_terminal, stream_for_terminal
 
 HOSTILE = "a\x1b[31mb\x07c\rd\ne\x9bf\u202eg\x7fh\x00i\u2028j"
 

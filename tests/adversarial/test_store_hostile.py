@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from harness import refused, tree_hash, workbench
-from triage_stores import RunSpec, write_run
 
+from triage_stores import RunSpec, write_run
 from workbench.store import layout
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from harness import refused, tree_hash, workbench
-from triage_stores import RunSpec, write_run
 
+from triage_stores import RunSpec, write_run
 from workbench.store import arrays, db, integrity, layout, op_table
 
 TRIAGE = ["triage", "--failing", "failing", "--comparator", "base"]

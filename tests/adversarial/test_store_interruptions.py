@@ -313,7 +313,7 @@ def test_a_signal_python_swallows_in_a_callback_still_ends_the_import(
     proc = _run_script(
         f"""
         import weakref
-        from workbench.store import args_spawn
+        from workbench.store.importers.kineto import args_spawn
         def on_drop(*_):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.5)  # the handler runs here, inside the callback

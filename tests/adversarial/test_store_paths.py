@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from harness import workbench
+
 from triage_stores import RunSpec, write_run
 
 # (the store's directory name, a neighbour that the name matches as a glob)

@@ -1,1 +1,2 @@
-"""Command line: thin wrappers over store / triage; each command lives in its own module."""
+"""Command line: thin wrappers over store, triage and incident; each command in its own module.
+Imports every floor below it; never the app module (workbench.tui.app): tui/launch.py starts it."""

@@ -26,11 +26,11 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.incident_cmd import describe
     from workbench.errors import WorkbenchError
+    from workbench.incident.incident import load_incident
+    from workbench.incident.numbers import whole
+    from workbench.incident.owners import load_roster, propose_owners
+    from workbench.incident.workflow import MAX_DUE_DAYS, assign
     from workbench.terminal_text import for_terminal
-    from workbench.triage.incident import load_incident
-    from workbench.triage.numbers import whole
-    from workbench.triage.owners import load_roster, propose_owners
-    from workbench.triage.workflow import MAX_DUE_DAYS, assign
 
     store, actor = store_of(args), actor_of(args)
     whole(args.due_days, "--due-days", 0, MAX_DUE_DAYS)  # before anything is read or written

@@ -30,15 +30,15 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from workbench.errors import WorkbenchError
-    from workbench.terminal_text import for_terminal
-    from workbench.triage.export import (
+    from workbench.incident.export import (
         default_export_path,
         export_text,
         make_folders,
         remove_folders,
         write_export,
     )
-    from workbench.triage.output_file import check_output_path
+    from workbench.incident.output_file import check_output_path
+    from workbench.terminal_text import for_terminal
 
     store = store_of(args)
     if str(args.output) == "-":

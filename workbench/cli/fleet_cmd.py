@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.store.engine import open_engine
+    from workbench.store.fleet.engine import open_engine
     from workbench.store.ingest import parse_tags
     from workbench.triage.fleet import fleet_view, select_runs, text_lines
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from workbench.triage.incident import Incident
+    from workbench.incident.incident import Incident
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -116,10 +116,10 @@ def describe(inc: Incident) -> str:
     """A plain-text view of an incident for the terminal."""
     from datetime import UTC, datetime
 
+    from workbench.incident.lifecycle import missing_for, next_status
+    from workbench.incident.owners import overdue_actions
+    from workbench.incident.verdict import incident_verdict
     from workbench.terminal_text import for_terminal
-    from workbench.triage.lifecycle import missing_for, next_status
-    from workbench.triage.owners import overdue_actions
-    from workbench.triage.verdict import incident_verdict
 
     lines = [
         f"{inc.id}  [{inc.severity}]  {inc.title}",
@@ -181,9 +181,9 @@ def describe(inc: Incident) -> str:
 def run(args: argparse.Namespace) -> int:
     import msgspec
 
+    from workbench.incident.incident import load_incident, scan_incidents
+    from workbench.incident.incident_record import encode_record
     from workbench.terminal_text import for_terminal
-    from workbench.triage.incident import load_incident, scan_incidents
-    from workbench.triage.incident_record import encode_record
 
     store, actor = store_of(args), actor_of(args)
     cmd = args.incident_command
@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
             print(describe(inc))
         return 0
     if cmd == "repair":
-        from workbench.triage.repair import repair_incident
+        from workbench.incident.repair import repair_incident
 
         inc, changes = repair_incident(store, args.incident_id, actor)
         if not changes:
@@ -227,10 +227,10 @@ def run(args: argparse.Namespace) -> int:
     # The commands above only read; the ones below change the record through the workflow,
     # whose imports (duckdb, numpy) cost a second that `show` and `list` need not pay.
     from workbench.errors import WorkbenchError
-    from workbench.triage import workflow
-    from workbench.triage.guardrails import MAX_WINDOW_REQUESTS, check_criterion
-    from workbench.triage.incident import RollbackCriterion
-    from workbench.triage.numbers import parse_finite, whole
+    from workbench.incident import workflow
+    from workbench.incident.guardrails import MAX_WINDOW_REQUESTS, check_criterion
+    from workbench.incident.incident import RollbackCriterion
+    from workbench.incident.numbers import parse_finite, whole
 
     if cmd == "new":
         inc = workflow.declare(

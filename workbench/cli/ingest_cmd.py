@@ -117,8 +117,8 @@ class FleetBar(Bar):
 def _run_fleet(args: argparse.Namespace, tags: dict[str, str]) -> int:
     from workbench.errors import WorkbenchError
     from workbench.store import objstore
-    from workbench.store.engine import open_engine
-    from workbench.store.fleet_ingest import ingest_fleet, parse_host_tags
+    from workbench.store.fleet.engine import open_engine
+    from workbench.store.fleet.fleet_ingest import ingest_fleet, parse_host_tags
 
     if args.run_id is None:
         raise WorkbenchError("--fleet", "name the run with --run-id")

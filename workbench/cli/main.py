@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # (next, with the store's modules), only cost start-up CPU (~0.05-0.08 s a process).
             os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
             if "--fleet" not in argv:  # a fleet's workers keep both cores busy without it
-                from workbench.store.args_spawn import start_early
+                from workbench.store.importers.kineto.args_spawn import start_early
 
                 # A big trace's second decoding process imports its modules beside this one's.
                 start_early(argv[1:])

@@ -16,7 +16,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.store.synthetic import write_sample_store
+    from workbench.sample.synthetic import write_sample_store
 
     ids = write_sample_store(args.out)
     print(f"wrote {len(ids)} runs to {args.out}: {', '.join(ids)}")

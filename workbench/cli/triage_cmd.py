@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     )
     doc = result.to_json()
     if args.incident:
-        from workbench.triage.workflow import attach_triage
+        from workbench.incident.workflow import attach_triage
 
         attach_triage(args.store, args.incident, doc, _actor(args.actor))
     if args.json:

@@ -29,12 +29,12 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.incident_cmd import describe
-    from workbench.triage.guardrails import load_guardrails
-    from workbench.triage.validation import validate_incident
+    from workbench.incident.guardrails import load_guardrails
+    from workbench.incident.validation import validate_incident
 
     rails = load_guardrails(args.guardrails) if args.guardrails else None
     inc = validate_incident(store_of(args), args.incident, args.candidate, actor_of(args), rails)
-    from workbench.triage.verdict import PASS, incident_verdict
+    from workbench.incident.verdict import PASS, incident_verdict
 
     print(describe(inc))
     verdict = incident_verdict(inc)

@@ -1,1 +1,2 @@
-"""Trace store: importers, the Parquet layout, duckdb access. Never imports textual."""
+"""The trace store proper: layout, object storage, schema, integrity, atomic commit and queries, with
+importers/, columns/, attribution/ and fleet/ beneath. Imports accel only; never triage or above."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,17 +109,6 @@ def verify(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     return not integrity.verify_run(store, run_file(store, run_id))
 
 
-def verify_present(con: duckdb.DuckDBPyConnection, *run_ids: str | None) -> None:
-    """verify() each of the named runs that is in the store, before any query reads them (a
-    run that is not there is the caller's own error to report). The runs are hashed side by
-    side: the hash leaves the GIL, and a 10M-event pair is a GB of files."""
-    store = db.store_of(con)
-    files = [run_file(store, rid) for rid in run_ids if rid is not None and run_exists(con, rid)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for _ in pool.map(lambda f: integrity.verify_run(store, f), files):
-            pass  # a damaged file raises here, in the order of the runs
-
-
 def has_op_table(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     """Whether the run has an op table (whose columns load without decoding, see op_table)."""
     return op_table.beside(_events_file(con, run_id)).is_file()
@@ -176,14 +164,17 @@ def load_run_arrays(
     progress: Progress | None = None,
     texts: bool = True,
     shapes: frozenset[str] | None = None,
+    table_ok: bool | None = None,
 ) -> RunArrays:
     """Every request and attributed op of run_id, except skip_requests (and their ops);
     WorkbenchError when the run is not there. `texts` False: no per-op name / kernel lists
     (OpArrays.name_code and kernel_code carry them; saves seconds and memory on big runs).
-    `shapes`: compiled_shapes(con, run_id) when the caller has it."""
-    if not run_exists(con, run_id):
-        raise WorkbenchError(repr(run_id), "no such run in the store")
-    table_ok = verify(con, run_id)
+    `shapes`: compiled_shapes(con, run_id) when the caller has it. `table_ok`: the caller
+    has checked the run is there and verified it (a triage's RunContext.table_ok)."""
+    if table_ok is None:
+        if not run_exists(con, run_id):
+            raise WorkbenchError(repr(run_id), "no such run in the store")
+        table_ok = verify(con, run_id)
     if progress:
         progress(f"loading requests of {run_id}", 0.0)
     all_requests = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": []})

@@ -14,13 +14,18 @@ import pyarrow.compute as pc
 
 from workbench.errors import WorkbenchError
 from workbench.store import schema
-from workbench.store.compile_log import compile_log_sha, load_compile_log
-from workbench.store.engine_steps import UNIT as ENGINE_STEP
-from workbench.store.engine_steps import workload
+from workbench.store.attribution.engine_steps import UNIT as ENGINE_STEP
+from workbench.store.attribution.engine_steps import workload
+from workbench.store.attribution.request_pattern import compile_pattern
+from workbench.store.attribution.rules import DEFAULT_RULES, Rules, load_rules
+from workbench.store.attribution.trace_import import attribute
+from workbench.store.columns.trace_columns import TraceColumns
 from workbench.store.heap import arrow_from_heap, release_freed, reused_heap
 from workbench.store.importers import Decoded, Opened, importer_for
+from workbench.store.importers.compile_log.compile_log import compile_log_sha, load_compile_log
 from workbench.store.importers.devices import profile_line
-from workbench.store.importers.nsys_parquet import refuse_nsys_parquet
+from workbench.store.importers.nsys.nsys_parquet import refuse_nsys_parquet
+from workbench.store.importers.parquet.parquet_import import ingest_parquet
 from workbench.store.input_path import check_input
 from workbench.store.layout import (
     ID_RE,
@@ -30,14 +35,9 @@ from workbench.store.layout import (
     commit_run,
     read_run_row,
 )
-from workbench.store.parquet_import import ingest_parquet
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
-from workbench.store.request_pattern import compile_pattern
-from workbench.store.rules import DEFAULT_RULES, Rules, load_rules
 from workbench.store.run_row import existing_matches, fingerprint, run_row
-from workbench.store.trace_columns import TraceColumns
-from workbench.store.trace_import import attribute
 
 PARQUET_MAGIC = b"PAR1"
 TORCH_COMPILE = "torch.compile"

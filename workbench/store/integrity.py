@@ -82,7 +82,13 @@ def verify_run(store: Path, run_file: Path) -> frozenset[str] | None:
     before hashes were recorded (unverified), else the derived files (by recorded name) that
     are missing or differ and must not be used. A Parquet file that is missing or differs is
     a WorkbenchError naming it."""
-    hashes = recorded(run_file)
+    return verify_recorded(store, run_file, recorded(run_file))
+
+
+def verify_recorded(
+    store: Path, run_file: Path, hashes: Mapping[str, str] | None
+) -> frozenset[str] | None:
+    """verify_run given the runs file's recorded(run_file), read by the caller."""
     if hashes is None:
         return None
     unusable: set[str] = set()

@@ -20,7 +20,7 @@ from workbench.store.atomic import fsync_dir, fsync_file, signals_deferred
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from workbench.store.packed_text import PackedText
+    from workbench.store.columns.packed_text import PackedText
 
 # pyarrow (and the schemas, op table and manifest built on it) is imported by the functions that
 # read or write files: listing runs and naming paths, which the app's first screens do, stay
@@ -133,7 +133,7 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
     """Reorder and cast a table to target, adding null columns that it lacks."""
     import pyarrow as pa
 
-    from workbench.store import null_arrays
+    from workbench.store.columns import null_arrays
 
     cols = []
     for field in target:

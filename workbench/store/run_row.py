@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 
 from workbench.errors import WorkbenchError
 from workbench.store import schema
+from workbench.store.attribution.rules import Rules
 from workbench.store.layout import read_run_row, run_file
-from workbench.store.rules import Rules
 
 # Tags that name a runs column: the tag also fills that column (an explicit statement wins).
 TAG_COLUMNS = (

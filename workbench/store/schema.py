@@ -12,7 +12,7 @@ SCHEMA_VERSION: Final[int] = 2
 
 _TAGS = pa.map_(pa.string(), pa.string())
 
-# One trace file of a run built from many (store/fleet_ingest.py): where it came from and what
+# One trace file of a run built from many (store/fleet/fleet_ingest.py): where it came from and what
 # its header says about its host, so that hosts that differ can be told apart.
 MEMBER: Final[pa.DataType] = pa.struct(
     [

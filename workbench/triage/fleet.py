@@ -27,7 +27,7 @@ from accel.localize.trigger import INCONCLUSIVE, gap_outcome
 from workbench.errors import WorkbenchError
 from workbench.store import layout
 from workbench.store.arrays import WARMUP_NAME
-from workbench.store.engine import Engine
+from workbench.store.fleet.engine import Engine
 from workbench.store.run_row import TAG_COLUMNS
 from workbench.triage.evidence import Interval, quantile_ci
 

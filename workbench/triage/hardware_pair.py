@@ -4,20 +4,12 @@ refusal that leads with the hardware difference if the two runs ran on different
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
 
 from workbench.errors import WorkbenchError
 from workbench.store.arrays import run_presence
 from workbench.store.importers.devices import profile_line
-from workbench.store.layout import read_run_row
-
-
-def hardware_of(store: Path, run_id: str) -> str | None:
-    """The runs row's device name, or None when the run does not state one."""
-    tag = (read_run_row(store, run_id) or {}).get("hardware")
-    return tag if isinstance(tag, str) and tag.strip() else None
+from workbench.triage.context import RunContext
 
 
 def same_hardware(a: str | None, b: str | None) -> bool:
@@ -29,15 +21,16 @@ def _requests(n: int) -> str:
 
 
 def check_enough_requests(
-    store: Path, con: duckdb.DuckDBPyConnection, failing: str, comparator: str, need: int
+    con: duckdb.DuckDBPyConnection, f_run: RunContext, c_run: RunContext, need: int
 ) -> None:
     """A one-line WorkbenchError when either run has fewer than `need` requests."""
+    failing, comparator = f_run.run_id, c_run.run_id
     counts = {rid: run_presence(con, rid)[1] for rid in (failing, comparator)}
     short = [(role, rid) for role, rid in (("failing", failing), ("comparator", comparator))
              if counts[rid] < need]  # fmt: skip
     if not short:
         return
-    f_hw, c_hw = hardware_of(store, failing), hardware_of(store, comparator)
+    f_hw, c_hw = f_run.hardware, c_run.hardware
     if same_hardware(f_hw, c_hw):
         role, rid = short[0]
         raise WorkbenchError(repr(rid), f"{role} run has fewer than {need} requests to compare")

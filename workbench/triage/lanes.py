@@ -26,21 +26,23 @@ from workbench.store.arrays import (
     load_run_arrays,
 )
 from workbench.triage import evidence, graph_break
+from workbench.triage.context import RunContext
 from workbench.triage.evidence import EvidenceTable, StageRow
 from workbench.triage.warmup import Warmup, warmup_of
 
 
-def load_steady(con: duckdb.DuckDBPyConnection, run_id: str, warm: Warmup) -> RunArrays:
+def load_steady(con: duckdb.DuckDBPyConnection, run: RunContext, warm: Warmup) -> RunArrays:
     """The run's steady state (warm-up requests left out); ops without per-op text lists,
     which nothing in a triage reads (their codes do), saving ~0.3 s and 80 MB per 5M ops."""
-    run = load_run_arrays(
+    arrays = load_run_arrays(
         con,
-        run_id,
+        run.run_id,
         skip_requests=warm.affected_requests,
         texts=False,
         shapes=warm.compiled_shapes,
+        table_ok=run.table_ok,
     )
-    return graph_break.with_regions(con, run)
+    return graph_break.with_regions(con, arrays)
 
 
 def release_duckdb_memory(con: duckdb.DuckDBPyConnection) -> None:
@@ -65,13 +67,13 @@ def shape_buckets(
 
 def comparator_lane(
     con: duckdb.DuckDBPyConnection,
-    comparator: str,
+    comparator: RunContext,
     hw: HardwareProfile,
     metric_done: threading.Event,
 ) -> tuple[Warmup, RunArrays, Replayed]:
     """The comparator's warm-up, steady state and replay."""
-    warm_c = warmup_of(con, comparator)
-    if not has_op_table(con, comparator):
+    warm_c = warmup_of(con, comparator.run_id)
+    if not has_op_table(con, comparator.run_id):
         # Decoded from its Parquet into fresh memory: not beside the failing run's primary
         # metric, or the two would pass 2 GB on 10M events.
         metric_done.wait()

@@ -6,9 +6,9 @@ import math
 import textwrap
 from typing import Any
 
-from workbench.triage.brief import READINGS
 from workbench.triage.evidence import Interval, StageRow
 from workbench.triage.numbers_text import fmt_reading_level
+from workbench.triage.readings import READINGS
 from workbench.triage.triage import TriageResult
 
 

@@ -24,13 +24,10 @@ from accel.ops import RunArrays
 from accel.profiles import HardwareProfile, get_profile, match_profile
 from workbench.errors import WorkbenchError
 from workbench.store import db, heap
-from workbench.store.arrays import (
-    compile_rows,
-    run_exists,
-    verify_present,
-)
-from workbench.store.layout import check_run_id, read_run_row
+from workbench.store.arrays import compile_rows
+from workbench.store.layout import check_run_id
 from workbench.triage import evidence, graph_break, lanes, pairing, retuning
+from workbench.triage.context import RunContext, load_present
 from workbench.triage.evidence import EvidenceTable, Interval, StageRow
 from workbench.triage.hardware_pair import check_enough_requests
 from workbench.triage.triage_claims import Claim, jsonable, pair_claims
@@ -211,14 +208,16 @@ def triage(
     # no slower.
     con.execute("SET async_threads = 0")
     step("checking the runs' files", 0.0)
-    verify_present(con, failing, comparator, fixed)  # damaged files: an error, not a verdict
+    # Each run's context is loaded here once and handed on; damaged files are an error, not a
+    # verdict.
+    present = load_present(con, failing, comparator, fixed)
     # One duckdb thread: the evidence queries run beside this thread's numpy work, which has
     # the other core.
     con.execute("SET threads = 1")
     try:
         with heap.reused_heap(release=release_heap):
             return _triage(
-                store,
+                present,
                 con,
                 failing,
                 comparator,
@@ -234,7 +233,7 @@ def triage(
 
 
 def _triage(
-    store: Path,
+    present: dict[str, RunContext],
     con: duckdb.DuckDBPyConnection,
     failing: str,
     comparator: str | None,
@@ -245,24 +244,25 @@ def _triage(
     policy: TriggerPolicy | None,
     release: bool,
 ) -> TriageResult:
-    if not run_exists(con, failing):
+    if failing not in present:
         raise WorkbenchError(repr(failing), "failing run is not in the store")
+    f_run = present[failing]
     step("pairing", 0.0)
     reasons: list[str] = []
     if comparator is None:
         best = pairing.pick_comparator(con, failing, suspect=suspect)
         comparator, reasons = best.run_id, [f"picked as rank {best.rank}", *best.reasons]
-    elif not run_exists(con, comparator):
+        present = {**present, **load_present(con, comparator)}
+    elif comparator not in present:
         raise WorkbenchError(repr(comparator), "comparator run is not in the store")
     if comparator == failing:
         raise WorkbenchError(repr(comparator), "comparator is the failing run itself")
-    if fixed is not None and not run_exists(con, fixed):
+    if fixed is not None and fixed not in present:
         raise WorkbenchError(repr(fixed), "fixed-metadata run is not in the store")
+    c_run = present[comparator]
     # Too few requests for a tail: one line, leading with the hardware when the runs differ.
-    check_enough_requests(store, con, failing, comparator, MIN_TRIAGE_REQUESTS)
-    row = read_run_row(store, failing) or {}
-    hw_tag = row.get("hardware")
-    hw, hw_warning = profile_for(hw_tag if isinstance(hw_tag, str) else None, hardware)
+    check_enough_requests(con, f_run, c_run, MIN_TRIAGE_REQUESTS)
+    hw, hw_warning = profile_for(f_run.hardware, hardware)
 
     # Two lanes that spend most of their time outside the GIL. A worker, on its own cursor,
     # finds the failing run's shape buckets, loads and replays the comparator, finds the
@@ -278,7 +278,7 @@ def _triage(
             try:
                 fetched = pool.submit(compile_rows, cur, failing)
                 shapes = pool.submit(lanes.shape_buckets, cur, failing, fetched)
-                lane = pool.submit(lanes.comparator_lane, cur, comparator, hw, metric_done)
+                lane = pool.submit(lanes.comparator_lane, cur, c_run, hw, metric_done)
                 # Read only for the result: found by the worker while it waits for the primary
                 # metric, not on this thread's way to the localization (~0.1 s of queries).
                 paired = pool.submit(
@@ -286,9 +286,7 @@ def _triage(
                 )
                 shares = pool.submit(lanes.placement_shares, lane)
                 with duck:
-                    comparator_hw, context = _pair_context(
-                        store, con, failing, comparator, hw, suspect
-                    )
+                    comparator_hw, context = _pair_context(con, f_run, c_run, hw, suspect)
                     pol = policy or TriggerPolicy()
                     if pol.sla_us is None:
                         pol = replace(pol, sla_us=_sla(con, comparator))
@@ -296,7 +294,7 @@ def _triage(
                     warm_f = warmup_of(con, failing, fetched=fetched.result())
                     step("primary metric, retuning and replay", 0.15)
                     # Steady state only: warm-up requests are not a regression (not even loaded).
-                    steady_f = lanes.load_steady(con, failing, warm_f)
+                    steady_f = lanes.load_steady(con, f_run, warm_f)
                 swap = pool.submit(lanes.swap_inputs_lane, metric_done, steady_f, lane, shares)
                 found = pool.submit(
                     lanes.evidence_lane,
@@ -411,15 +409,15 @@ def _triage(
 
 
 def _pair_context(
-    store: Path,
     con: duckdb.DuckDBPyConnection,
-    failing: str,
-    comparator: str,
+    f_run: RunContext,
+    c_run: RunContext,
     hw: HardwareProfile,
     suspect: str | None,
 ) -> tuple[HardwareProfile | None, tuple[str, ...]]:
     """The comparator's hardware profile when it differs from the failing run's, and reasons
     the pair is inconclusive: environment tags that differ, hardware without a profile."""
+    failing, comparator = f_run.run_id, c_run.run_id
     reasons = [
         f"locked tag {m.key} differs ({m.failing_value or 'unknown'} vs "
         f"{m.other_value or 'unknown'}): the environment changed, not something the model can "
@@ -427,10 +425,7 @@ def _pair_context(
         for m in pairing.locked_mismatches(con, failing, [comparator], suspect=suspect)[comparator]
         if m.key in ENVIRONMENT_TAGS
     ]
-    f_tag = (read_run_row(store, failing) or {}).get("hardware")
-    c_tag = (read_run_row(store, comparator) or {}).get("hardware")
-    f_tag = f_tag if isinstance(f_tag, str) else None
-    c_tag = c_tag if isinstance(c_tag, str) else None
+    f_tag, c_tag = f_run.hardware, c_run.hardware
     if (f_tag or "").strip().lower() == (c_tag or "").strip().lower():
         return None, tuple(reasons)
     c_hw, c_unknown = profile_for(c_tag, None)

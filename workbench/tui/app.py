@@ -17,25 +17,25 @@ from textual.binding import BindingType
 from textual.message import Message
 from textual.reactive import reactive
 
-from workbench.tui import incident_changes as changes
 from workbench.tui.app_keys import APP_BINDINGS, binding_catalogue
-from workbench.tui.confirm_modal import ConfirmModal
 from workbench.tui.contrast import ContrastFloor
-from workbench.tui.error_modal import ErrorModal, one_line
-from workbench.tui.incident_header import IncidentLine, incident_line
 from workbench.tui.palette import WorkbenchCommands
-from workbench.tui.runs_screen import RunsScreen
+from workbench.tui.screens.confirm_modal import ConfirmModal
+from workbench.tui.screens.error_modal import ErrorModal, one_line
+from workbench.tui.screens.runs_screen import RunsScreen
 from workbench.tui.steps import SCREENS, STEP_TITLES, new_screen, resume_step
 from workbench.tui.triage_run import NoRegression, TriageProgress, no_regression_text
+from workbench.tui.widgets import incident_changes as changes
+from workbench.tui.widgets.incident_header import IncidentLine, incident_line
 
 NO_INCIDENT = "No incident yet: on Runs (1), press f on the failing run."
 
 if TYPE_CHECKING:
     from textual.filter import LineFilter
 
+    from workbench.incident.incident import Incident, RollbackCriterion
+    from workbench.incident.owners import Roster
     from workbench.store.runs import RunSummary
-    from workbench.triage.incident import Incident, RollbackCriterion
-    from workbench.triage.owners import Roster
     from workbench.tui.keymap import BindingInfo
 
 
@@ -150,8 +150,8 @@ class WorkbenchApp(App[int]):
     )
     def open_incident(self, incident_id: str, reopen_reason: str = "") -> None:
         """Make `incident_id` the app's incident (reopening it first when a reason is given)."""
-        from workbench.triage import workflow
-        from workbench.triage.incident import load_incident
+        from workbench.incident import workflow
+        from workbench.incident.incident import load_incident
 
         with self._save_lock:
             if reopen_reason:
@@ -173,7 +173,7 @@ class WorkbenchApp(App[int]):
 
     @work(thread=True, exit_on_error=False, group="incident", description="Reload the incident")
     def reload_incident(self) -> None:
-        from workbench.triage.incident import load_incident
+        from workbench.incident.incident import load_incident
 
         with self._save_lock:
             inc = self._latest
@@ -276,7 +276,7 @@ class WorkbenchApp(App[int]):
         fixed: str | None,
         suspect: str | None = None,
     ) -> None:
-        from workbench.triage import workflow
+        from workbench.incident import workflow
         from workbench.tui.triage_run import localized, triage_doc
 
         def progress(step: str, fraction: float) -> None:
@@ -416,7 +416,7 @@ class WorkbenchApp(App[int]):
             self.switch_mode(mode)
 
     def action_help(self) -> None:
-        from workbench.tui.help_screen import HelpScreen  # its table is not needed at start
+        from workbench.tui.screens.help_screen import HelpScreen  # its table is not needed at start
 
         self.push_screen(HelpScreen(self.binding_catalogue()))
 
@@ -441,7 +441,7 @@ class WorkbenchApp(App[int]):
         self.confirm(f"Quit the workbench? Everything is saved{where}.", self.exit, yes="quit")
 
     def action_incidents(self) -> None:
-        from workbench.tui.incidents_screen import IncidentsScreen
+        from workbench.tui.screens.incidents_screen import IncidentsScreen
 
         current = self.incident.id if self.incident else None
         self.push_screen(IncidentsScreen(self.store, current), self._incident_chosen)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding, BindingType
 
-from workbench.tui.incident_header import STEPS
+from workbench.tui.widgets.incident_header import STEPS
 
 if TYPE_CHECKING:
     from workbench.tui.keymap import BindingInfo
@@ -25,16 +25,16 @@ APP_BINDINGS: list[BindingType] = [
 
 def binding_scopes() -> list[tuple[str, list[BindingType]]]:
     """(scope, bindings) of the app and of every screen, in flow order."""
-    from workbench.tui.confirm_modal import ConfirmModal
-    from workbench.tui.error_modal import ErrorModal
-    from workbench.tui.fleet_screen import FleetScreen
-    from workbench.tui.help_screen import HelpScreen
-    from workbench.tui.incidents_screen import IncidentsScreen
-    from workbench.tui.ingest_screen import IngestScreen
-    from workbench.tui.path_input import PathInput
-    from workbench.tui.request_screen import RequestScreen
+    from workbench.tui.screens.confirm_modal import ConfirmModal
+    from workbench.tui.screens.error_modal import ErrorModal
+    from workbench.tui.screens.fleet_screen import FleetScreen
+    from workbench.tui.screens.help_screen import HelpScreen
+    from workbench.tui.screens.incidents_screen import IncidentsScreen
+    from workbench.tui.screens.ingest_screen import IngestScreen
+    from workbench.tui.screens.request_screen import RequestScreen
     from workbench.tui.steps import screen_class
-    from workbench.tui.timeline import Timeline
+    from workbench.tui.widgets.path_input import PathInput
+    from workbench.tui.widgets.timeline import Timeline
 
     scopes: list[tuple[str, list[BindingType]]] = [("everywhere", APP_BINDINGS)]
     for mode, _key, title in STEPS:

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from workbench.incident.incident import Incident, RollbackCriterion
+    from workbench.incident.owners import Roster
     from workbench.store.runs import RunSummary
-    from workbench.triage.incident import Incident, RollbackCriterion
-    from workbench.triage.owners import Roster
 
 
 class Workbench(Protocol):

@@ -60,8 +60,8 @@ def _iv(d: dict[str, Any] | None, level: str = "95%") -> str:
 def _reading(doc: dict[str, Any]) -> str:
     """The gaps of the second reading the verdict fired on, if it did ('' otherwise)."""
     # Tables of words and number formats: no data stack behind them.
-    from workbench.triage.brief import READINGS
     from workbench.triage.numbers_text import fmt_reading_level
+    from workbench.triage.readings import READINGS
 
     for key, _, words, what in READINGS:
         eq = (doc.get("verdict") or {}).get(key) or {}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from workbench.triage.incident import Incident
+    from workbench.incident.incident import Incident
 
 FILE = "tui-resume.json"
 
@@ -43,7 +43,7 @@ def remember(state_dir: Path, store: Path, incident_id: str, screen: str) -> Non
 def resume_choice(state_dir: Path, store: Path) -> tuple[Incident | None, str | None]:
     """The incident and screen a start resumes at: where this store was left last; else the open
     incident updated last, else the last closed one (to export it again), at its status's step."""
-    from workbench.triage.incident import list_incidents, load_incident
+    from workbench.incident.incident import list_incidents, load_incident
     from workbench.tui.steps import SCREENS, resume_step
 
     found = list_incidents(store)

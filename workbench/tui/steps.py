@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from workbench.tui.incident_header import STEPS
+from workbench.tui.widgets.incident_header import STEPS
 
 if TYPE_CHECKING:
-    from workbench.triage.incident import Incident
-    from workbench.tui.step_screen import StepScreen
+    from workbench.incident.incident import Incident
+    from workbench.tui.screens.step_screen import StepScreen
 
 # mode -> "<key> <title>": where "Resuming ... at <screen>" says the app returns.
 STEP_TITLES = {mode: f"{key} {title}" for mode, key, title in STEPS}
@@ -40,7 +40,9 @@ RESUME_AT: dict[str, str] = {
 def screen_class(mode: str) -> type[StepScreen]:
     """The screen class of a step, imported on first use."""
     module, name = SCREENS[mode]
-    cls: type[StepScreen] = getattr(importlib.import_module(f"workbench.tui.{module}"), name)
+    cls: type[StepScreen] = getattr(
+        importlib.import_module(f"workbench.tui.screens.{module}"), name
+    )
     return cls
 
 

@@ -35,8 +35,8 @@ GROUP = "workbench.importers"
 
 def builtin() -> list[Importer]:
     """The formats this package ships, in the order they are asked."""
-    from workbench.store.importers.kineto_json import KINETO_JSON
-    from workbench.store.importers.nsys_sqlite import NSYS_SQLITE
+    from workbench.store.importers.kineto.kineto_json import KINETO_JSON
+    from workbench.store.importers.nsys.nsys_sqlite import NSYS_SQLITE
 
     return [NSYS_SQLITE, KINETO_JSON]
 

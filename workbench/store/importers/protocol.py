@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from workbench.store.kineto import ArgColumns
+from workbench.store.columns.args import ArgColumns
+from workbench.store.columns.trace_columns import TraceColumns
 from workbench.store.progress import ProgressFn
-from workbench.store.trace_columns import TraceColumns
 
 HEAD_BYTES = 4096
 
