@@ -55,6 +55,12 @@ def test_triage_reads_each_runs_row_once_and_hashes_once(monkeypatch: pytest.Mon
     result = triage(SAMPLE, "failing", "comparator", fixed="fixed-metadata")
     assert result.origin_stage is not None
     assert reads == {"failing": 1, "comparator": 1, "fixed-metadata": 1}
+    # A comparator triage picks that is also the fixed run already has its context.
+    reads.clear()
+    picked = triage(SAMPLE, "failing").comparator
+    reads.clear()
+    assert triage(SAMPLE, "failing", fixed=picked).comparator == picked
+    assert reads == {"failing": 1, picked: 1}
 
 
 def test_a_picked_comparator_is_checked_before_use(tmp_path: Path) -> None:

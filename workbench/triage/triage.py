@@ -252,7 +252,8 @@ def _triage(
     if comparator is None:
         best = pairing.pick_comparator(con, failing, suspect=suspect)
         comparator, reasons = best.run_id, [f"picked as rank {best.rank}", *best.reasons]
-        present = {**present, **load_present(con, comparator)}
+        if comparator not in present:  # the fixed run may be picked: its context is loaded
+            present = {**present, **load_present(con, comparator)}
     elif comparator not in present:
         raise WorkbenchError(repr(comparator), "comparator run is not in the store")
     if comparator == failing:
