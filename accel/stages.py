@@ -35,6 +35,7 @@ MECHANISMS: Final[tuple[str, ...]] = (
     "bandwidth_bound",
     "launch_overhead",
     "assembly",
+    "unknown",  # a stage is named, but the trace holds no events that witness a mechanism
     "none",
 )
 

@@ -28,6 +28,10 @@ twin (the failing run drawn again without the fault: same reality, same traffic 
 neither p95 nor p99 moved past the trigger's practical threshold on that traffic, the fault did
 not show in the sample, and each summary gives the accuracy over the pairs where it did
 ("in_sample", "targets_met_in_sample") beside the accuracy over every pair.
+With --corpus, the recorded real-fault corpus (bench/corpus/record.py, real_corpus.py) is
+scored first, each half apart: real-blind (never looked at while tuning) leads, real-tuning
+beside it; then the generators.
+    uv run python bench/localize.py --corpus /work/corpus --real-only   # the real halves only
 Ends with one JSON line of the figures.
 """
 
@@ -49,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # localize_report beside this file
 
 import numpy as np
+import real_corpus
 from localize_report import Row, pair_key, summary, write_misses
 
 from accel import synth
@@ -81,6 +86,7 @@ def _row(cell: tuple[str, str], profile: str, fault: str, method: str, truth: ob
         "triggered": loc.triggered,
         "outcome": loc.outcome,
         "confidence": loc.confidence,
+        "stability": loc.stability,
         "decided_by": loc.decided_by,
         "seconds": seconds,
         # what the workbench asks for when it calls a pair inconclusive for too few requests
@@ -239,8 +245,37 @@ def main() -> int:
     ap.add_argument(
         "--severity", type=float, default=1.0, help="accel.synth fault magnitude (1: full, 0: none)"
     )
+    ap.add_argument(
+        "--corpus",
+        type=Path,
+        default=None,
+        help="the recorded real-fault corpus (bench/corpus/record.py): its blind half leads",
+    )
+    ap.add_argument(
+        "--rows",
+        type=Path,
+        default=None,
+        help="write every generator pair's full-method row (every look) to this file, one JSON "
+        "object a line (the confidence calibration reads them)",
+    )
+    ap.add_argument(
+        "--real-only", action="store_true", help="score the --corpus halves only, no generators"
+    )
     args = ap.parse_args()
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
+    real: dict[str, object] = {}
+    if args.corpus is not None:
+        # The blind half first: the method was not tuned on it (bench/corpus/record.py).
+        found = real_corpus.score(args.corpus, ["blind", "tuning"], workers=max(1, args.jobs))
+        for half in ("blind", "tuning"):
+            if half in found:
+                real_corpus.print_half(half, {**found[half], "rows": []})
+                real[f"real_{half}"] = found[half]["summary"]
+    else:
+        print("real corpus: none given (--corpus DIR; record it with bench/corpus/record.py)")
+    if args.real_only:
+        print(json.dumps(real))
+        return 0
 
     def n_trials(fault: str) -> int:
         # A/A pairs are the false-alarm rate's only data: give them more draws.
@@ -309,6 +344,7 @@ def main() -> int:
         f"wall on {args.jobs} workers"
     )
     figures: dict[str, object] = {
+        **real,
         "trials_per_cell": args.trials,
         "aa_trials_per_cell": args.trials * args.aa_factor,
         "profiles": profiles,
@@ -361,6 +397,11 @@ def main() -> int:
         figures[key] = second
     if args.misses is not None:
         write_misses(args.misses, rows)
+    if args.rows is not None:
+        with args.rows.open("w") as out:
+            for r in rows:
+                if r["method"] == "full":
+                    out.write(json.dumps(r) + "\n")
     print(json.dumps(figures))
     return 0
 

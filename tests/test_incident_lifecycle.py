@@ -118,6 +118,20 @@ def test_classification_needs_a_proving_artifact(store: Path) -> None:
     assert load_incident(store, "INC-c").status == "localized"
 
 
+def test_classification_needs_a_witnessed_mechanism(store: Path) -> None:
+    # Triage names the stage but no mechanism when the trace holds none of its witness events:
+    # the incident cannot be classified on "unknown".
+    create_incident(store, "t", "sev2", "alice", incident_id="INC-u")
+    doc = triage_doc()
+    doc["mechanism"] = "unknown"
+    workflow.attach_triage(store, "INC-u", doc, "alice")
+    before = incident_path(store, "INC-u").read_bytes()
+    with pytest.raises(WorkbenchError, match=r"a witnessed mechanism \(the localization says"):
+        workflow.classify(store, "INC-u", "alice")
+    assert incident_path(store, "INC-u").read_bytes() == before
+    assert load_incident(store, "INC-u").status == "localized"
+
+
 def test_early_steps_are_refused_naming_what_is_missing(store: Path) -> None:
     create_incident(store, "t", "sev2", "alice", incident_id="INC-e")
     with pytest.raises(

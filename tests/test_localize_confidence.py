@@ -89,7 +89,7 @@ def test_a_manifest_verdict_no_evidence_explains_has_low_confidence() -> None:
     )
     claim = next(c for c in loc.claims if "no evidence explains" in c.text)
     assert claim.numbers["manifest_p95_ci_lo_us"] <= 0.0
-    assert loc.confidence <= share < 0.2
+    assert loc.stability <= share < 0.2
 
 
 def test_a_manifest_stage_that_really_grew_keeps_its_agreement(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_a_manifest_stage_that_really_grew_keeps_its_agreement(tmp_path: Path) -
         add_run(store, run, rid, "store", tmp_path)
     loc = localize(*load_pair(store), hw)
     assert loc.decided_by == "manifest" and loc.origin_stage == "assembly"
-    assert loc.confidence == loc.origin_agreement > 0.5
+    assert loc.stability == loc.origin_agreement > 0.5
     assert not any("no evidence explains" in c.text for c in loc.claims)
 
 

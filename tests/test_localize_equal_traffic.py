@@ -77,7 +77,9 @@ def test_a_fallback_hidden_by_traffic_is_found_at_equal_traffic(tmp_path: Path) 
     # The verdict prints the interval it fired on.
     assert f"CI {et['p95']['lo']:+.0f}..{et['p95']['hi']:+.0f}" in loc.outcome_reason
     assert (loc.origin_stage, loc.mechanism) == (pair.truth.origin_stage, pair.truth.mechanism)
-    off = localize(f, c, HW, TriggerPolicy(equal_traffic=False, queue_free_tail=False))
+    off = localize(
+        f, c, HW, TriggerPolicy(equal_traffic=False, queue_free_tail=False, tail_exceedance=False)
+    )
     assert off.outcome != "regression" and off.equal_traffic == {}
 
 

@@ -113,9 +113,9 @@ def test_too_few_requests_says_how_many_in_numbers_too(tmp_path: Path) -> None:
     # This pair's end-to-end gaps are within what two runs of one service differ by at 400
     # requests: inconclusive, and the count it asks for is a number a tool can read (the
     # trigger claim's requests_needed), the same as the one in the text. (Its batch policy
-    # shows in the queue-free tail, a reading turned off here.)
+    # shows in the queue-free tail and in the tail-exceedance test, readings turned off here.)
     f, c, _ = _runs(tmp_path, "batch_policy", 2, "store", "continuous")
-    loc = localize(f, c, HW, TriggerPolicy(queue_free_tail=False))
+    loc = localize(f, c, HW, TriggerPolicy(queue_free_tail=False, tail_exceedance=False))
     assert loc.outcome == "inconclusive" and "too few requests to tell" in loc.outcome_reason
     claim = next(cl for cl in loc.claims if cl.method == "trigger")
     need = claim.numbers["requests_needed"]

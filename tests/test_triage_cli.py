@@ -274,7 +274,8 @@ def test_the_practical_threshold_is_the_users_and_the_verdict_says_why(
     v = doc["verdict"]
     assert v["outcome"] == "regression" and doc["triggered"] is True
     assert v["base_rerun"]["failing"]["reproduced"] == 1.0
-    assert 0.0 <= v["origin_agreement"] <= 1.0 and doc["confidence"] <= v["origin_agreement"]
+    assert 0.0 <= v["origin_agreement"] <= 1.0 and v["stability"] <= v["origin_agreement"]
+    assert 0.0 <= doc["confidence"] <= 1.0 and "calibrated on" in v["confidence_method"]
     strict = _json(capsys, [*base, "--min-gap", "50", "--json"])["verdict"]
     assert strict["outcome"] == "no regression" and "practical threshold" in strict["reason"]
     # Every verdict says whether the queue re-run gave back each run's tail, and by how much.

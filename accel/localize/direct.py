@@ -18,7 +18,16 @@ import numpy as np
 
 from accel.grouping import dense_ids
 from accel.localize.confidence import Candidate
-from accel.localize.requeue import QueueState, arrival_gaps, arrival_rate, requeue, stretched
+from accel.localize.requeue import (
+    QueueState,
+    arrival_gaps,
+    arrival_rate,
+    burstier,
+    requeue,
+    same_arrival_rate,
+    stretched,
+    with_arrivals,
+)
 from accel.ops import F64, I64, OpArrays, RequestArrays, joint_name_codes, name_codes, nan_as_zero
 from accel.stages import STAGE_CODE, STAGES
 from accel.stats import (
@@ -33,6 +42,7 @@ EXEC = STAGE_CODE["execution"]
 SCHED = STAGE_CODE["scheduling"]
 IMBALANCE = "core_imbalance"  # the kind name of per-core imbalance (stage scheduling)
 ARRIVALS = "arrival_rate"  # the kind name of the load evidence (stage ingress)
+BURSTS = "arrival_burstiness"  # and of the arrival process' shape at an unchanged rate
 TAIL_ALPHA = 0.002  # level of the tail-excess interval (five stages, a few kinds each)
 _DIGITS = re.compile(r"\d+")
 
@@ -184,7 +194,7 @@ def kind_times(ops: OpArrays, code: I64, vocab: list[str], n_req: int) -> KindTi
     return KindTimes(stage, us, np.asarray(modelled, dtype=np.float64))
 
 
-def _rank_matched_saving(x_f: F64, x_c: F64) -> F64:
+def rank_matched_saving(x_f: F64, x_c: F64) -> F64:
     """Per failing request: x_f minus the comparator's value at the same rank, where positive."""
     if not x_c.size or not x_f.size:
         return np.zeros(x_f.size)
@@ -250,7 +260,7 @@ def compare(f: KindTimes, c: KindTimes, lf: F64, lc: F64, p95_gap: float) -> lis
                 p_value=float(p),
                 tail_excess=float(excess),
                 tail_excess_lo=float(lo),
-                saved_us=_rank_matched_saving(xf, xc),
+                saved_us=rank_matched_saving(xf, xc),
             )
         )
     return out
@@ -260,8 +270,10 @@ def direct_mechanism(kind: str, stage: str) -> str:
     """The mechanism direct evidence of `kind` points at."""
     if kind == IMBALANCE:
         return "core_imbalance"
-    if kind == ARRIVALS:
+    if kind in (ARRIVALS, BURSTS):
         return "queueing"
+    if kind in ("lowering:recompile", "lowering:graph_break"):
+        return kind.split(":", 1)[1]
     return {
         "ingress": "queueing",
         "lowering": "recompile",
@@ -298,6 +310,25 @@ def load_candidate(
     )[1]  # fmt: skip
     cf = requeue(stretched(fq, rf / rc), f_stage)
     return Candidate("ingress", "direct", ARRIVALS, base_lat, cf, lo > 0, need)
+
+
+def burst_candidate(
+    fr: RequestArrays, cr: RequestArrays, fq: QueueState, f_stage: F64, base_lat: F64,
+    reproduced: bool, alpha: float, need: float,
+) -> Candidate | None:  # fmt: skip
+    """Direct evidence on the arrival process' shape: the failing run fed the comparator's
+    arrivals (same service, the comparator's bursts); eligible when the failing run's arrivals
+    are significantly burstier at a rate that does not differ. Needs the queue re-run."""
+    if not reproduced or fr.size < 9 or cr.size < 9:
+        return None
+    fa, ca = (
+        np.asarray(fr.arrival_us, dtype=np.float64),
+        np.asarray(cr.arrival_us, dtype=np.float64),
+    )
+    if not same_arrival_rate(fa, ca, alpha) or not burstier(fa, ca, alpha):
+        return None
+    fed = with_arrivals(fq, ca)
+    return Candidate("ingress", "direct", BURSTS, base_lat, requeue(fed, f_stage), True, need)
 
 
 def direct_doc(d: Direct, share: float) -> dict[str, float | str]:

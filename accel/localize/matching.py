@@ -34,6 +34,18 @@ class Match:
     f_name_code: I64  # name code of every failing op
 
 
+def unmatched_reason(f: OpArrays, c: OpArrays) -> str:
+    """Why match_ops found nothing to match, in the words of the proof list."""
+    named = sum(1 for n in (f.name or f.kernel) if n) if not f.name_vocab else f.size
+    has = "" if named else "no names or kernels, "
+    sized = int(np.count_nonzero(np.isfinite(f.m)))
+    placed = int(np.count_nonzero(f.core >= 0))
+    return (
+        f"execution ops carry {has}sizes on {sized} of {f.size} and cores on {placed} of "
+        f"{f.size} (a match needs name, size and core): lowering/scheduling swaps skipped"
+    )
+
+
 def match_ops(f: OpArrays, c: OpArrays) -> Match | None:
     f_code, c_code, vocab = joint_name_codes(f, c, kernel_fallback=True)
     code = {n: i for i, n in enumerate(vocab)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from accel.localize.batching import policy
+from accel.localize.events.witness import witness
 from accel.localize.gaps import at_q
 from accel.localize.graph_break import graph_break
 from accel.localize.requeue import QueueState, observed_queue
@@ -26,6 +27,16 @@ def exec_parts(run: RunArrays) -> tuple[F64, F64, F64]:
     imb = st.barrier_us[:, EXEC]
     busy = st.stage_us[:, EXEC] - imb
     return bar, imb, busy
+
+
+def compile_time(run: RunArrays) -> float:
+    """Mean lowering time per request spent in requests that compiled while serving."""
+    n = run.requests.size
+    if n == 0 or not run.ops.recompile.any():
+        return 0.0
+    compiled = np.bincount(run.ops.req[run.ops.recompile], minlength=n) > 0
+    low = np.nan_to_num(run.requests.stage_us[:, STAGE_CODE["lowering"]], nan=0.0)
+    return float(low[compiled].sum()) / n
 
 
 def mechanism_of(
@@ -63,11 +74,18 @@ def mechanism_of(
                     "kernel": "mapping_fallback",
                     "fusion": "fusion_memory_burst",
                 }[best]
-        if rc_f > rc_c:
+        if rc_f > rc_c or compile_time(failing) > compile_time(comparator):
+            # More compilations while serving, or the same ones taking longer (a cold cache).
             return "recompile"
         if fb_f > fb_c:
             return "mapping_fallback"
         return "fusion_memory_burst"
+    if origin in ("scheduling", "execution") and not (np.any(f.core >= 0) or np.any(c.core >= 0)):
+        # No per-core ops (a CPU or host-only trace): no barrier or imbalance to read. More ops
+        # per request is launch overhead; else the ops themselves got slower.
+        if witness("launch_overhead", failing, comparator) is not None:
+            return "launch_overhead"
+        return "bandwidth_bound"
     if origin in ("scheduling", "execution"):
         bar_f, imb_f, busy_f = exec_parts(failing)
         bar_c, imb_c, busy_c = exec_parts(comparator)

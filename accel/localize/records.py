@@ -40,6 +40,9 @@ class Localization:
     p95_rel_gap: float = math.nan
     p99_rel_gap: float = math.nan
     decided_by: str = "none"  # "plan_swap", "residual", "manifest", "raw_shift" or "none"
+    # the bootstrap's share of resamples naming the same origin, with its caps: what the
+    # calibrated confidence is computed from (calibration.py); NaN when not triggered
+    stability: float = math.nan
     residual_shift: dict[str, dict[str, float]] = field(default_factory=dict)
     manifest_gap_us: dict[str, float] = field(default_factory=dict)  # stage -> p95 own-time gap
     mechanism_scores: dict[str, float] = field(default_factory=dict)
@@ -69,6 +72,9 @@ class Localization:
     # the same of the change of load (the comparator's service at the failing run's arrival
     # rate and at its own; "fired" also holds the rate ratio)
     load_change: dict[str, dict[str, float]] = field(default_factory=dict)
+    # the tail-exceedance test's figures (exceedance.py), "fired" 1.0 when it decided; empty
+    # when it was not read
+    tail_exceedance: dict[str, float] = field(default_factory=dict)
 
 
 class _Common(TypedDict):
@@ -90,4 +96,5 @@ class _Common(TypedDict):
     equal_traffic: dict[str, dict[str, float]]
     queue_free_tail: dict[str, dict[str, float]]
     load_change: dict[str, dict[str, float]]
+    tail_exceedance: dict[str, float]
     hardware_gap: dict[str, dict[str, float]]

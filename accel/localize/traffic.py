@@ -10,6 +10,7 @@ import numpy as np
 
 from accel.localize.gaps import QNAMES, at_q
 from accel.localize.requeue import (
+    burstier,
     observed_queue,
     reproduction,
     requeue,
@@ -31,6 +32,8 @@ def traffic_noise(failing: RunArrays, comparator: RunArrays, trig: Trigger, alph
         return ""
     if not same_arrival_rate(fr.arrival_us, cr.arrival_us, alpha):
         return ""  # the load changed: a queueing regression, if anything
+    if burstier(fr.arrival_us, cr.arrival_us, alpha):
+        return ""  # the arrival process changed (burstier at the same rate): ingress's doing
     fq, cq = observed_queue(fr), observed_queue(cr)
     # The service itself changed (a shift, or more requests past the comparator's p95 of it):
     # then the gap is not the traffic, whatever a re-run says.

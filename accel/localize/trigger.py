@@ -41,6 +41,7 @@ import numpy as np
 
 from accel.block_bootstrap import block_bootstrap_quantile_diffs, block_length
 from accel.localize.equal_traffic import EqualTraffic, equal_traffic_gaps
+from accel.localize.exceedance import Exceedance, exceedance
 from accel.localize.gaps import QNAMES, QS, at_q
 from accel.localize.load_change import load_gaps
 from accel.localize.queue_bootstrap import queue_gap_intervals
@@ -52,6 +53,9 @@ REGRESSION: Final[str] = "regression"
 NO_REGRESSION: Final[str] = "no regression"
 INCONCLUSIVE: Final[str] = "inconclusive"
 OUTCOMES: Final[tuple[str, ...]] = (REGRESSION, NO_REGRESSION, INCONCLUSIVE)
+# the tail-exceedance test's share of alpha (a further reading; its p-values on real
+# storms are far below it)
+EXCEEDANCE_SHARE: Final[float] = 0.1
 _POWER: Final[float] = 0.8  # "more requests" estimates aim at this chance of confirming a gap
 
 
@@ -77,6 +81,9 @@ class TriggerPolicy:
     # where the queue reaches the tail and the failing run's requests arrive significantly
     # faster, read the gap that change of load makes (load_change.py) by the same rule
     load_change: bool = True
+    # last, where nothing fired: a few failing requests far past the comparator's slowest,
+    # against what its own tail allows (exceedance.py)
+    tail_exceedance: bool = True
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,9 @@ class Trigger:
     queue_free_formation: bool = True
     # the confidence level of the further readings' intervals (further_alpha)
     further_level: float = 0.975
+    # the tail-exceedance test (exceedance.py), when it was read, and whether it decided
+    exceedance: Exceedance | None = None
+    at_exceedance: bool = False
 
     @property
     def regression(self) -> bool:
@@ -319,6 +329,25 @@ def decide(
             and gap_outcome(load.gap[q], load.ci[q][0], limit[q]) == REGRESSION
         ]
     at_load = bool(fired) and load is not None
+    exceeded: Exceedance | None = None
+    if policy.tail_exceedance and not fired and n >= policy.min_requests and not context:
+        # Last: a few requests far past anything the comparator did, which the quantile
+        # intervals cannot confirm at this n. Its own small share of the error rate.
+        # Where the queue model holds both runs, on each request's queue-free latency: the
+        # queue turns one slow request into many late ones, and two draws of one traffic
+        # queue differently near saturation.
+        xf, xc = (
+            (
+                _queue_free_in_arrival_order(queues[0], True),
+                _queue_free_in_arrival_order(queues[1], True),
+            )
+            if queues is not None
+            else (lf, lc)
+        )
+        exceeded = exceedance(xf, xc, policy.alpha * EXCEEDANCE_SHARE)
+        if exceeded is not None and exceeded.p_value < policy.alpha * EXCEEDANCE_SHARE:
+            fired = [q for q in QNAMES if tg.gap[q] > limit[q]]
+    at_exceed = bool(fired) and exceeded is not None
 
     def make(
         outcome: str,
@@ -328,7 +357,7 @@ def decide(
     ) -> Trigger:
         return Trigger(outcome, reason, tg, limit, basis, fired, halves or {}, needed, equal,
                        at_equal, queue_free, at_queue_free, qf_limit, load, at_load,
-                       ratio, not lighter, 1.0 - f_alpha)  # fmt: skip
+                       ratio, not lighter, 1.0 - f_alpha, exceeded, at_exceed)  # fmt: skip
 
     if n < policy.min_requests:
         return make(INCONCLUSIVE, f"too few requests ({n} < {policy.min_requests} in a run)")
@@ -482,5 +511,16 @@ def decide(
             f"trajectory swings the latency tail from run to run; the failing run's requests "
             f"arrive {ratio:.2f}x as fast, and at that rate the comparator's own service queues "
             "longer)"
+        )
+    if at_exceed and exceeded is not None:
+        on = (
+            "on queue-free latencies (each request's latency minus its waits for a server "
+            "busy with other requests): "
+            if queues is not None
+            else ""
+        )
+        how = (
+            " by the tail-exceedance test (the quantile intervals include zero: too few "
+            f"requests for them; {on}{exceeded.text()})"
         )
     return make(REGRESSION, f"{' and '.join(fired)} regressed{how}: {gap_text}", halves)

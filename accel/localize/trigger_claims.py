@@ -71,6 +71,7 @@ def trigger_claims(
                 **equal_numbers(trig),
                 **queue_free_numbers(trig),
                 **load_numbers(trig),
+                **exceedance_numbers(trig),
             },
             "trigger",
         ),
@@ -93,6 +94,7 @@ def trigger_claims(
         "equal_traffic": equal_doc(trig),
         "queue_free_tail": queue_free_doc(trig),
         "load_change": load_doc(trig),
+        "tail_exceedance": exceedance_doc(trig),
     }
     return claims, common
 
@@ -202,3 +204,28 @@ def load_numbers(trig: Trigger) -> dict[str, float]:
     """The gaps of the change of load as claim numbers (empty when they were not read)."""
     lg, at, level = trig.load_change, trig.at_load_change, trig.further_level
     return _replayed_numbers("load_change", lg, at, level, rate_ratio=trig.rate_ratio)
+
+
+def exceedance_doc(trig: Trigger) -> dict[str, float]:
+    """Localization.tail_exceedance of a trigger: the test's figures, with n, and "fired"
+    (1.0 when it decided); {} when it was not read or could not be."""
+    e = trig.exceedance
+    if e is None:
+        return {}
+    return {
+        "p_value": e.p_value,
+        "level_us": e.level_us,
+        "exceed_failing": float(e.exceed_failing),
+        "n_failing": float(e.n_failing),
+        "exceed_comparator": float(e.exceed_comparator),
+        "n_comparator": float(e.n_comparator),
+        "expected": e.expected,
+        "comparator_max_us": e.comparator_max_us,
+        "tail_mean_us": e.tail_mean_us,
+        "levels": float(e.levels),
+        "fired": 1.0 if trig.at_exceedance else 0.0,
+    }
+
+
+def exceedance_numbers(trig: Trigger) -> dict[str, float]:
+    return {f"tail_exceedance_{k}": v for k, v in exceedance_doc(trig).items()}

@@ -28,6 +28,7 @@ from typing import Final
 
 import numpy as np
 
+from accel.localize.calibration import calibrated, fitted_on
 from accel.localize.confidence import (
     Candidate,
     decide,
@@ -39,14 +40,19 @@ from accel.localize.decisions import novel_kernels, novel_mechanism
 from accel.localize.direct import (
     IMBALANCE,
     Direct,
+    burst_candidate,
     compare,
     direct_doc,
     direct_mechanism,
     load_candidate,
 )
+from accel.localize.events.lowering_events import graph_break_candidate, recompile_candidate
+from accel.localize.events.observed_swap import observed_swaps
+from accel.localize.events.witness import witness, witness_claim
 from accel.localize.gaps import QNAMES, QS, at_q, gap_share, mean_share
+from accel.localize.graph_break import graph_break
 from accel.localize.hardware import hardware_gap
-from accel.localize.matching import SwapInputs, swap_inputs
+from accel.localize.matching import SwapInputs, swap_inputs, unmatched_reason
 from accel.localize.mechanism import mechanism_of, secondary_of
 from accel.localize.queue_bootstrap import queue_reaches
 from accel.localize.records import Claim, Localization, _Common
@@ -349,9 +355,7 @@ def _localize_triggered(
         )
         claims.extend(Claim(note, {}, "batch-policy swap (simulated batcher)") for note in notes)
         if not matched:
-            claims.append(
-                Claim("ops carry no names or kernels: lowering/scheduling swaps skipped", {}, "")
-            )
+            claims.append(Claim(unmatched_reason(failing.ops, comparator.ops), {}, "op matching"))
         for s, (b, cf) in swapped.items():
             cands.append(Candidate(s, "plan_swap", s, b, cf, True, SWAP_SHARE))
     if reproduced:
@@ -368,9 +372,30 @@ def _localize_triggered(
         novel_at = len(cands)
         ok = bool(novel.saved_us.any())
         cands.append(Candidate("lowering", "direct", NOVEL, b, cf_lat, ok, DIRECT_SHARE))
+    for event_cand in (
+        recompile_candidate(
+            failing, comparator, f_stage, c_stage, fq, base_lat, lf, reproduced, DIRECT_SHARE
+        ),
+        graph_break_candidate(
+            failing, comparator, f_stage, c_stage, fq, base_lat, lf, reproduced, DIRECT_SHARE
+        ),
+    ):
+        if event_cand is not None:
+            cands.append(event_cand)
+    cands.extend(
+        observed_swaps(
+            f_stage, c_stage, (rep_f.summary, rep_c.summary), fq, base_lat, lf, reproduced,
+            RESIDUAL_ALPHA,
+        )
+    )  # fmt: skip
     load = load_candidate(fr, cr, fq, f_stage, base_lat, reproduced, RESIDUAL_ALPHA, DIRECT_SHARE)
     if load is not None:
         cands.append(load)
+    bursts = burst_candidate(
+        fr, cr, fq, f_stage, base_lat, reproduced, RESIDUAL_ALPHA, DIRECT_SHARE
+    )
+    if bursts is not None:
+        cands.append(bursts)
     direct_at: dict[int, Direct] = {}
     for d in directs:
         col = STAGE_CODE["execution"] if d.kind == IMBALANCE else STAGE_CODE[d.stage]
@@ -419,6 +444,9 @@ def _localize_triggered(
                 "lowering decisions (decisions.py)",
             )
         )
+    elif decided_by == "direct" and cands[decision.candidate].label.endswith(":observed"):
+        # A stage's own time as a whole: its mechanism is read as for a residual shift.
+        mech = mechanism_of(origin, failing, comparator, parts, scores)
     elif decided_by == "direct":
         mech = direct_mechanism(cands[decision.candidate].label, origin)
         # A graph break is read off the requests themselves (split into compiled regions),
@@ -427,7 +455,23 @@ def _localize_triggered(
             mech = "graph_break"
     else:
         mech = mechanism_of(origin, failing, comparator, parts, scores)
+    if origin in ("scheduling", "execution") and graph_break(failing, comparator, scores):
+        # The eager ops between compiled regions are execution time, but they run eagerly
+        # because the graph split: the split, a lowering decision, is the origin.
+        claims.append(
+            Claim(
+                f"{origin} time grew in ops that run eagerly between compiled regions the "
+                "comparator does not split: the graph break (lowering) is the origin",
+                {"graph_split_share": scores.get("lowering.graph_split_share", math.nan)},
+                "runtime structure (compiled regions per request)",
+            )
+        )
+        origin, mech = "lowering", "graph_break"
+    mech, claim = witness_claim(mech, failing, comparator)
+    claims.append(claim)
     secondary = secondary_of(*observed, mech, trig.gaps.gap)
+    if secondary is not None and witness(secondary, failing, comparator) is None:
+        secondary = None
     agreement = origin_agreement(cands, lf, lc, own_f, own_c, origin, seed=seed)
     conf = agreement if reproduced else min(agreement, FALLBACK_CAP)
     cap, tail_ci = math.nan, (math.nan, math.nan)
@@ -463,13 +507,25 @@ def _localize_triggered(
     )
     if math.isfinite(cap):
         claims.append(manifest_cap_claim(origin, cap, tail_ci, conf))
+    stability = float(np.clip(conf, 0.0, 1.0))
+    conf = calibrated(stability, decided_by, mech)
+    claims.append(
+        Claim(
+            f"confidence {conf:.0%}: the probability that the origin is right, calibrated on "
+            f"{fitted_on()}, from the stability {stability:.0%}, what decided the origin "
+            f"({decided_by}) and whether a mechanism was witnessed",
+            {"confidence": conf, "stability": stability},
+            "calibrated confidence (calibration.py)",
+        )
+    )
     return Localization(
         triggered=True,
         origin_stage=origin,
         manifest_stage=manifest,
         mechanism=mech,
         secondary_mechanism=secondary,
-        confidence=float(np.clip(conf, 0.0, 1.0)),
+        confidence=conf,
+        stability=stability,
         explained_share=explained,
         claims=claims,
         decided_by=decided_by,
@@ -478,7 +534,8 @@ def _localize_triggered(
         replay_summary={"failing": rep_f.summary, "comparator": rep_c.summary},
         origin_agreement=agreement,
         confidence_method=(
-            "share of bootstrap resamples of both runs' requests naming the same origin"
+            f"probability the origin is right, calibrated on {fitted_on()}, from the stability: "
+            "the share of bootstrap resamples of both runs' requests naming the same origin"
             + ("" if reproduced else f", capped at {FALLBACK_CAP} (re-run missed the tail)")
             + (", capped at the manifest stage's share of the gap" if math.isfinite(cap) else "")
         ),

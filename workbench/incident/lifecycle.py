@@ -47,6 +47,9 @@ def _classified(inc: Incident) -> list[str]:
     mech = inc.localization.mechanism if inc.localization else None
     if mech not in MECHANISMS:
         missing.append(f"a mechanism from {', '.join(MECHANISMS)} (got {mech!r})")
+    elif mech == "unknown":
+        # Triage named the stage but found no events that witness a mechanism.
+        missing.append("a witnessed mechanism (the localization says 'unknown')")
     if not inc.claims:
         missing.append("a claim with its proving artifact (query, parameters, numbers)")
     for i, claim in enumerate(inc.claims, start=1):

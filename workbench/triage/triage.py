@@ -96,6 +96,8 @@ class TriageResult:
                 "explained_share_method": self.explained_share_method,
                 "explained_share_by_stage": self.explained_share_by_stage,
                 "confidence": self.confidence,
+                # the confidence is a calibrated probability (accel/localize/calibration.py)
+                "origin_probability": self.confidence if self.triggered else None,
                 "triggered": self.triggered,
                 "p95_gap_us": self.p95_gap.to_json(),
                 "p99_gap_us": self.p99_gap.to_json(),
@@ -130,6 +132,7 @@ def verdict_doc(loc: Localization) -> dict[str, Any]:
         "threshold_basis": loc.threshold_basis,
         "base_rerun": loc.rerun,
         "origin_agreement": loc.origin_agreement,
+        "stability": loc.stability,
         "confidence_method": loc.confidence_method,
         "decided_by": loc.decided_by,
         "direct_evidence": loc.direct,
@@ -137,7 +140,26 @@ def verdict_doc(loc: Localization) -> dict[str, Any]:
         "equal_traffic": loc.equal_traffic,
         "queue_free_tail": loc.queue_free_tail,
         "load_change": loc.load_change,
+        "tail_exceedance": loc.tail_exceedance,
+        "fidelity": fidelity_doc(loc),
     }
+
+
+def fidelity_doc(loc: Localization) -> dict[str, dict[str, float]]:
+    """Per run: the model's predicted latency p95/p99 beside the observed, their ratio, and
+    the share of op time the model predicted at all (0: every op copied as observed, so the
+    ratio says nothing of the model); {} when the pair was not replayed."""
+    out: dict[str, dict[str, float]] = {}
+    for role, summary in (loc.replay_summary or {}).items():
+        row = summary.get("latency") or {}
+        doc = {"modelled_share": float(row.get("modelled_share", math.nan))}
+        for q in ("p95", "p99"):
+            obs = float(row.get(f"observed_{q}_us", math.nan))
+            pred = float(row.get(f"predicted_{q}_us", math.nan))
+            doc[f"observed_{q}_us"], doc[f"predicted_{q}_us"] = obs, pred
+            doc[f"ratio_{q}"] = pred / obs if obs > 0 else math.nan
+        out[role] = doc
+    return out
 
 
 def replay_doc(loc: Localization) -> dict[str, Any]:
