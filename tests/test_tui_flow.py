@@ -105,7 +105,7 @@ async def evidence_and_localize(pilot: Any) -> None:
     text = screen_text(app)
     # The verdict view, in plain words, every warning whole (80x24).
     assert "Starts in lowering" in text and "fusion_memory_burst" in text
-    assert "a score, not a probability" in text and "confidence" not in text
+    assert "probability the origin is right" in text and "confidence" not in text
     for warning in app.incident.triage["warnings"]:
         assert " ".join(warning.split()) in " ".join(text.split()), warning
     # Replay per stage, at 80x24: every stage row on screen, origin (O) and manifest (M) marked,

@@ -307,7 +307,7 @@ def test_localize_in_plain_words(store: Path) -> None:
             await wait_for(pilot, lambda: screen.shown_for is not None, "verdict")
             text = flat(screen_text(app))
             assert "Starts in lowering" in text and "shows in execution" in text
-            assert "a score, not a probability" in text and "confidence" not in text
+            assert "probability the origin is right" in text and "confidence" not in text
             assert "Caveat: the model predicts the failing p99" in text
             await pilot.press("right_square_bracket")
             await pilot.pause(0.2)
