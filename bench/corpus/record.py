@@ -16,7 +16,6 @@ output names every pair with its true origin stage and mechanism.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import random
@@ -28,6 +27,10 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+
+# The torch fixtures' gzip (zero mtime, no file name: identical content, identical bytes).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "torch"))
+from make_torch_fixtures import gzip_to
 
 # (fault kind) -> (true origin stage, true mechanism). Mechanism ids are DESIGN §5's.
 TRUTH: dict[str, tuple[str, str]] = {
@@ -364,19 +367,14 @@ def record(run: Run, stem: str, out: Path, work: Path, nice: int) -> None:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(trace_json),
            "--run", json.dumps(asdict(run)), "--autogroup-nice", str(nice)]  # fmt: skip
     subprocess.run(cmd, env=env, check=True, start_new_session=True)
-    _gzip(trace_json, out / f"{stem}.pt.trace.json.gz")
+    gzip_to(trace_json, out / f"{stem}.pt.trace.json.gz")
     logs = sorted(trace_dir.glob("*.log"))
     if len(logs) != 1:
         raise SystemExit(f"{stem}: expected one TORCH_TRACE log, found {logs}")
     log_dir = out / f"{stem}.torch_trace"
     shutil.rmtree(log_dir, ignore_errors=True)
     log_dir.mkdir()
-    _gzip(logs[0], log_dir / "dedicated_log_torch_trace.log.gz")
-
-
-def _gzip(src: Path, dst: Path) -> None:
-    with src.open("rb") as fi, gzip.GzipFile(dst, "wb", mtime=0) as fo:
-        shutil.copyfileobj(fi, fo)
+    gzip_to(logs[0], log_dir / "dedicated_log_torch_trace.log.gz")
 
 
 def main() -> None:
