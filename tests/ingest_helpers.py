@@ -1,4 +1,5 @@
-"""Shared by the ingest tests: CLI runner, store hashing, independent trace reading."""
+"""Shared by the tests: CLI runners (in-process and as a real process), store hashing,
+independent trace reading."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import hashlib
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +72,31 @@ def load_events(path: Path) -> list[dict[str, Any]]:
         raw = gzip.decompress(raw)
     doc = json.loads(raw)
     return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def run_workbench(
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    home: Path | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """The real command in its own process (`env` added to ours; `home`: WORKBENCH_HOME)."""
+    extra = {"WORKBENCH_HOME": str(home)} if home is not None else {}
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {}), **extra},
+        timeout=timeout,
+        check=False,
+    )
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The refusal's one line on stderr, after checking it is one line with exit `code`."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == code and len(lines) == 1, (proc.returncode, proc.stderr)
+    assert lines[0].startswith("workbench: ") and "Traceback" not in proc.stderr
+    return lines[0]

@@ -88,6 +88,13 @@ def _argvs(store: Path, h: str) -> list[list[str]]:
         ["incident", "edit", "--store", s, h, "--title", h],
         # Refused before any socket opens: a hostile host is never a loopback address.
         ["serve", "--store", s, "--host", h],
+        ["baseline", "tag", h, "base", "--store", s],
+        ["baseline", "tag", "ok", h, "--store", s],
+        ["baseline", "show", h, "--store", s],
+        ["baseline", "rm", h, "--store", s],
+        ["gate", "--store", s, "--candidate", h, "--comparator", "base"],
+        ["gate", "--store", s, "--candidate", "failing", "--against", f"baseline:{h}"],
+        ["gate", "--store", s, "--candidate", "failing", "--comparator", h, "--format", "junit"],
     ]
 
 

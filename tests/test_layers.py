@@ -54,23 +54,27 @@ def test_only_tui_imports_textual(path: Path) -> None:
 
 
 # Each floor and what it may never import. Below the store: accel. Above: triage, then
-# incident (which reads triage's results), then cli and tui.
+# incident (which reads triage's results), then the Python API, then cli and tui.
 UPWARD = {
     "workbench/store": {
         "workbench.triage",
         "workbench.incident",
         "workbench.sample",
+        "workbench.api",
         "workbench.cli",
         "workbench.tui",
     },
     "workbench/sample": {
         "workbench.triage",
         "workbench.incident",
+        "workbench.api",
         "workbench.cli",
         "workbench.tui",
     },
-    "workbench/triage": {"workbench.incident", "workbench.cli", "workbench.tui"},
-    "workbench/incident": {"workbench.cli", "workbench.tui"},
+    "workbench/triage": {"workbench.incident", "workbench.api", "workbench.cli", "workbench.tui"},
+    "workbench/incident": {"workbench.api", "workbench.cli", "workbench.tui"},
+    # The Python API (workbench.open) wraps store, triage and incident; cli and tui may use it.
+    "workbench/api": {"workbench.cli", "workbench.tui"},
     "workbench/cli": {"workbench.tui.app"},
     # Shared by every format: never a format's own code, nor the fleet built on the importers.
     "workbench/store/columns": {"workbench.store.importers", "workbench.store.fleet"},

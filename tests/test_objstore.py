@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from generators.fleet_synth import fleet_members, write_fleet
+from moto_s3 import moto_s3
 from workbench.errors import WorkbenchError
 from workbench.store import objstore
 
@@ -23,28 +24,8 @@ BUCKET = "wb-test"
 @pytest.fixture(scope="module")
 def s3() -> Iterator[dict[str, str]]:
     """A moto S3 server bound to the loopback address; yields the environment that reaches it."""
-    server_mod = pytest.importorskip("moto.server")
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "WORKBENCH_S3_ENDPOINT": f"http://{host}:{port}",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        objstore.filesystem().mkdir(BUCKET)
+    with moto_s3(BUCKET) as env:
         yield env
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        server.stop()
 
 
 @pytest.fixture(scope="module")

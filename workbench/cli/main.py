@@ -36,10 +36,16 @@ COMMANDS: dict[str, str] = {
     "export": "export_cmd",
     "fleet": "fleet_cmd",
     "serve": "serve_cmd",
+    "gate": "gate_cmd",
+    "baseline": "baseline_cmd",
 }
 # A bucket store (s3://...) is worked on through its local mirror; these commands need fewer
 # of its tables than all, so the mirror fetches only those (see store/objstore.py).
-_REMOTE_TABLES: dict[str, tuple[str, ...]] = {"ingest": (), "fleet": ("requests",)}
+_REMOTE_TABLES: dict[str, tuple[str, ...]] = {
+    "ingest": (),
+    "fleet": ("requests",),
+    "baseline": (),  # runs rows only: a tag checks that its run is there
+}
 
 
 def _mirror_remote_store(argv: list[str]) -> list[str]:

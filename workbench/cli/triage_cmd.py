@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,11 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--store", type=Path, required=True, help="store directory")
     p.add_argument("--failing", required=True, help="failing run id")
-    p.add_argument("--comparator", help="comparator run id (default: best ranked candidate)")
+    against = p.add_mutually_exclusive_group()
+    against.add_argument("--comparator", help="comparator run id (default: best ranked candidate)")
+    against.add_argument(
+        "--against", metavar="baseline:NAME", help="compare against a named baseline's run"
+    )
     p.add_argument("--hardware", help="hardware profile to replay on (default: from run tags)")
     p.add_argument("--suspect", help="the locked tag under suspicion, allowed to differ")
     p.add_argument("--fixed", help="pinned fixed-metadata run: locked tags checked against it")
@@ -148,32 +151,23 @@ def run(args: argparse.Namespace) -> int:
     from workbench.store import heap
 
     heap.one_arena()  # first: the imports below start threads
-    from accel.localize import TriggerPolicy
-    from workbench.triage.report_text import render
-    from workbench.triage.triage import triage
+    from workbench.api.workspace import Workspace
 
-    policy = TriggerPolicy()
-    if args.min_gap is not None:
-        policy = replace(policy, min_rel_gap=args.min_gap)
-    if args.slo_share is not None:
-        policy = replace(policy, slo_share=args.slo_share)
-    result = triage(
-        args.store,
+    cmp = Workspace(args.store).compare(
         args.failing,
         args.comparator,
+        against=args.against,
         hardware=args.hardware,
         suspect=args.suspect,
         fixed=args.fixed,
+        min_gap=args.min_gap,
+        slo_share=args.slo_share,
         release_heap=False,  # the command exits next: no time spent handing memory back
-        policy=policy,
     )
-    doc = result.to_json()
     if args.incident:
-        from workbench.incident.workflow import attach_triage
-
-        attach_triage(args.store, args.incident, doc, _actor(args.actor))
+        cmp.attach(args.incident, _actor(args.actor))
     if args.json:
-        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps(cmp.to_json(), indent=2, allow_nan=False) + "\n")
     else:
-        sys.stdout.write(render(result))
+        sys.stdout.write(cmp.text())
     return 0

@@ -58,7 +58,10 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _create_views(con: duckdb.DuckDBPyConnection, store: Path) -> None:
-    con.execute("SET enable_progress_bar = false")  # never print from a headless layer
+    # Never print from a headless layer. Under a Jupyter kernel duckdb starts with the bar off
+    # and refuses to change the setting at all unless ipywidgets is installed.
+    if con.sql("SELECT current_setting('enable_progress_bar')").fetchall() != [(False,)]:
+        con.execute("SET enable_progress_bar = false")
     # Where the views read from, for readers that go to the run's Parquet files directly.
     con.sql("SELECT $store AS store", params={"store": str(store)}).create_view("store_root")
     ids = run_ids(store)

@@ -37,10 +37,12 @@ def triage_doc(
     """Replay and localize the pair (in a worker thread); the result as the record keeps it."""
     import textual_plotext  # noqa: F401  (Localize draws with it; load it off the UI thread)
 
-    from workbench.triage.triage import triage
+    from workbench.api.workspace import Workspace
 
-    result = triage(store, failing, comparator, suspect=suspect, fixed=fixed, progress=progress)
-    return result.to_json()
+    cmp = Workspace(store).compare(
+        failing, comparator, suspect=suspect, fixed=fixed, progress=progress
+    )
+    return cmp.to_json()
 
 
 def localized(doc: dict[str, Any]) -> bool:
