@@ -242,6 +242,10 @@ async def close_and_export(pilot: Any, folder: Path) -> tuple[Path, Path]:
     md = folder / f"{app.incident.id}.md"
     await wait_for(pilot, lambda: screen.last_export == md.resolve(), "markdown export")
     assert app.clipboard == str(md.resolve())  # OSC 52 copy
+    # The app's Markdown export writes its images beside it and links them, as the CLI's does.
+    images = folder / f"{app.incident.id}.files"
+    assert (images / "latency.png").is_file() and (images / "stages.png").is_file()
+    assert f"{images.name}/latency.png" in md.read_text()
     await pilot.press("j")
     js = folder / f"{app.incident.id}.json"
     await wait_for(pilot, lambda: screen.last_export == js.resolve(), "json export")

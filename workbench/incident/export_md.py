@@ -6,7 +6,8 @@ It renders only what the dict holds, so the Markdown and the JSON export carry t
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
+from urllib.parse import quote
 
 from accel.stats import level_text
 from workbench.incident import closure_md
@@ -107,6 +108,36 @@ def _with_level(ci: str | None, row: dict[str, Any]) -> str | None:
     return ci if ci is None or level is None else f"{ci} ({level_text(level)})"
 
 
+_PLOT_NAMES: Final[dict[str, str]] = {
+    "latency": "Latency distributions",
+    "stages": "Stage shares of the gap",
+    "hosts": "Tails per host",
+}
+
+
+def _plots(doc: dict[str, Any]) -> list[str]:
+    """The images beside the export, linked by relative path; no section when there are none
+    (text with no file of its own, or a record without the figures)."""
+    plots = doc.get("plots") or []
+    if not plots:
+        return []
+    folder = plots[0]["path"].rsplit("/", 1)[0]
+    out = [
+        "## Plots",
+        "",
+        f"Images in {code(folder + '/')} beside this file; the quantiles and intervals are the "
+        "triage's (Impact, Localization) and, per host, the fleet view's.",
+        "",
+    ]
+    for p in plots:
+        title = esc(p["title"])
+        # Intervals in round brackets: no square bracket in the alt text can end it early.
+        alt = esc(p["title"].translate(str.maketrans("[]", "()")))
+        name = _PLOT_NAMES.get(p["kind"], esc(p["kind"]))
+        out += [f"**{name}.** {title}", "", f"![{alt}]({quote(p['path'])})", ""]
+    return out
+
+
 def _reproduction(doc: dict[str, Any]) -> list[str]:
     out = ["## Reproduction", ""]
     rep = doc["reproduction"]
@@ -193,6 +224,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         _brief,
         _header,
         _impact,
+        _plots,
         _reproduction,
         _localization,
         closure_md.fix,

@@ -370,6 +370,9 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
         {**msgspec.to_builtins(a), "line": audit_line(a.at, a.actor, a.field, a.old, a.new)}
         for a in inc.audit
     ]
+    # The images beside a Markdown export file (export.export_file fills this in; text with no
+    # file of its own has none).
+    doc["plots"] = []
     doc["missing"] = missing
     # The brief opens the document (JSON key order too), built from everything above.
     return {"schema": doc.pop("schema"), "brief": build_brief(doc), **doc}

@@ -22,6 +22,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Localize: origin, mechanism, proof", "goto('localize')", "the replay's verdict"),
     ("Localize: re-run triage", "on('localize', 'retriage')", "replay both runs again"),
     ("Localize: confirm classification", "on('localize', 'classify')", "classify the incident"),
+    ("Localize: export the A/B trace for Perfetto", "on('localize', 'perfetto')", "aligned tail"),
     ("Owners: assign people to roles", "goto('owners')", "owners follow the origin"),
     ("Validate: judge a candidate", "goto('validate')", "guardrail matrix and verdict"),
     ("Close: preview the closure summary", "goto('close')", "what closing still needs"),

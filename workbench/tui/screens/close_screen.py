@@ -182,7 +182,7 @@ class CloseScreen(StepScreen):
     )
     def export(self, incident_id: str, fmt: str, path: Path, create: bool = False) -> None:
         from workbench.errors import WorkbenchError
-        from workbench.incident.export import export_text, write_export
+        from workbench.incident.export import export_file
 
         if create:
             try:
@@ -191,8 +191,8 @@ class CloseScreen(StepScreen):
                 raise WorkbenchError(str(path.parent), f"cannot create: {exc.strerror}") from exc
         if not path.parent.is_dir():
             raise WorkbenchError(str(path.parent), "export folder does not exist")
-        text = export_text(self.wb.store, incident_id, fmt)
-        write_export(path, text, store=self.wb.store)
+        # The Markdown writes its images beside it, as `workbench export` does.
+        text = export_file(path, self.wb.store, incident_id, fmt, replace=True)
         self.post_message(self.Exported(path.resolve(), len(text.encode())))
 
     def on_close_screen_exported(self, message: Exported) -> None:

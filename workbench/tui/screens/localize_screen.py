@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
 from workbench.tui.localize_text import (
@@ -48,7 +51,16 @@ class LocalizeScreen(StepScreen):
         Binding("o", "drill", "Request", id="localize.drill"),
         Binding("right_square_bracket", "tab(1)", "Next view", id="localize.next_view"),
         Binding("left_square_bracket", "tab(-1)", "Prev view", id="localize.prev_view", show=False),
+        Binding("p", "perfetto", "Perfetto trace", id="localize.perfetto", show=False),
     ]
+
+    class PerfettoWritten(Message):
+        """The A/B trace is written: the one line that says where and what."""
+
+        def __init__(self, path: Path, line: str) -> None:
+            super().__init__()
+            self.path = path
+            self.line = line
 
     def __init__(self) -> None:
         super().__init__()
@@ -352,6 +364,50 @@ class LocalizeScreen(StepScreen):
     def action_retriage(self) -> None:
         self.shown_for = None
         self.wb.start_triage(force=True)
+
+    def action_perfetto(self) -> None:
+        """Export the pair as one trace for Perfetto UI into the exports folder."""
+        inc = self.wb.incident
+        if inc is None or not inc.failing or not inc.comparator:
+            self.notify("No pair yet: the trace needs a failing and a comparator run (2).")
+            return
+        path = self.wb.state_dir / "exports" / f"{inc.id}.perfetto.json"
+        if not path.parent.exists():
+            self.wb.confirm(
+                f"The export folder {path.parent} does not exist. Create it and export there?",
+                lambda: self.export_perfetto(inc.id, path, create=True),
+                yes="create the folder",
+            )
+            return
+        self.export_perfetto(inc.id, path)
+
+    @work(
+        thread=True,
+        exclusive=True,
+        exit_on_error=False,
+        group="perfetto",
+        description="Export the Perfetto trace",
+    )
+    def export_perfetto(self, incident_id: str, path: Path, create: bool = False) -> None:
+        from workbench.incident.perfetto_export import incident_perfetto
+        from workbench.terminal_text import for_terminal
+
+        self.app.call_from_thread(self.set_hint, "Exporting the Perfetto trace (re-triage)...")
+        if create:
+            from workbench.incident.export import make_folders
+
+            make_folders(path)
+        # The workbench's own file in its exports folder: a re-export replaces it.
+        written = incident_perfetto(self.wb.store, incident_id, path, replace=True)
+        self.post_message(self.PerfettoWritten(written.path, for_terminal(written.line())))
+
+    def on_localize_screen_perfetto_written(self, message: PerfettoWritten) -> None:
+        self.app.copy_to_clipboard(str(message.path))
+        self.notify(f"{message.line}; open it in ui.perfetto.dev (path copied).")
+        self.update_hint()
+
+    def worker_failed(self, worker: object) -> None:
+        self.update_hint()  # the error modal says why; the hint stops saying "Exporting"
 
     def action_tab(self, step: int) -> None:
         tabs = self.query_one("#localize-tabs", TabbedContent)

@@ -21,6 +21,8 @@ from workbench.tui.widgets.timeline import Span, Timeline, legend
 if TYPE_CHECKING:
     import duckdb
 
+    from workbench.triage.twins import PickedRequest
+
 
 @dataclass(frozen=True)
 class Picked:
@@ -87,59 +89,40 @@ def spans_of(rows: list[dict[str, Any]]) -> tuple[list[Span], float]:
     return spans, max(s.end_us for s in spans)
 
 
-def pick(
-    con: duckdb.DuckDBPyConnection,
-    run_id: str,
-    shape_key: str | None,
-    stage: str | None,
-    q: float,
-    request_id: str | None = None,
-) -> Picked | None:
-    """The run's request at quantile q (of one shape bucket when given), with its events."""
+def with_events(con: duckdb.DuckDBPyConnection, p: PickedRequest, note: str = "") -> Picked:
+    """A picked request with its events as timeline spans."""
     from workbench.store.db import query_rows
 
-    params = {"run_id": run_id, "shape_key": shape_key, "stage": stage, "q": q}
-    rows = query_rows(con, "request_pick", params)
-    if not rows:
-        return None
-    row = rows[0]
-    rid = request_id or str(row["request_id"])
-    events = query_rows(con, "request_events", {"run_id": run_id, "request_id": rid})
+    events = query_rows(con, "request_events", {"run_id": p.run_id, "request_id": p.request_id})
     spans, total = spans_of(events)
     return Picked(
-        run_id=run_id,
-        request_id=rid,
-        shape_key=row.get("shape_key"),
-        latency_us=float(row["latency_us"]),
-        value_us=float(row["value_us"]),
-        n_requests=int(row["n_requests"]),
+        run_id=p.run_id,
+        request_id=p.request_id,
+        shape_key=p.shape_key,
+        latency_us=p.latency_us,
+        value_us=p.value_us,
+        n_requests=p.n_requests,
         spans=spans,
         total_us=total,
+        note=note,
     )
 
 
 def drill(store: Path, target: DrillTarget) -> tuple[Picked | None, Picked | None]:
-    """The failing run's request and the comparator's of the same shape bucket (or, when the
-    comparator never saw that shape, its own request at the same quantile, said in a note)."""
-    from dataclasses import replace
-
+    """The failing run's request and its twin in the comparator (workbench.triage.twins)."""
     from workbench.store.db import connect
+    from workbench.triage.twins import pick_request, twin_pair
 
     con = connect(store)
     try:
-        failing = pick(con, target.failing, None, target.stage, target.q)
-        if failing is None or target.comparator is None:
-            return failing, None
-        comp = pick(con, target.comparator, failing.shape_key, target.stage, target.q)
-        if comp is None:
-            comp = pick(con, target.comparator, None, target.stage, target.q)
-            if comp is not None:
-                comp = replace(
-                    comp,
-                    note=f"{target.comparator} has no request of shape {failing.shape_key}: "
-                    f"its own p{round(target.q * 100)} request instead",
-                )
-        return failing, comp
+        if target.comparator is None:
+            f = pick_request(con, target.failing, None, target.stage, target.q)
+            return (with_events(con, f) if f else None), None
+        f, c, note = twin_pair(
+            con, target.failing, target.comparator, stage=target.stage, q=target.q
+        )
+        # The comparator without requests: no timeline, the screen says none was paired.
+        return (with_events(con, f) if f else None), (with_events(con, c, note) if c else None)
     finally:
         con.close()
 
