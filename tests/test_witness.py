@@ -38,7 +38,8 @@ PAIRS = {
     "rerun": ("serving_static_failing", "serving_static_rerun"),
 }
 # Mechanisms whose witnesses a CPU-only torch trace cannot hold.
-NOT_ON_CPU = ("barrier_stall", "core_imbalance", "fusion_memory_burst", "bandwidth_bound")
+NOT_ON_CPU = ("barrier_stall", "core_imbalance", "fusion_memory_burst")
+REAL_PAIRS = ROOT / "tests" / "fixtures" / "real_pairs"
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +83,11 @@ def test_every_mechanism_on_a_cpu_pair_is_named_only_with_its_events(torch_store
             # Named only with its own witness, or a witnessed sibling of the same stage.
             assert name == w.mechanism and name in (mech, *SIBLINGS.get(mech, ()))
             assert w.n_failing > 0 and "n=" in w.text()
-    # No barrier, per-core, fusion-tier or byte events in a CPU profiler trace.
+    # No barrier, per-core or fusion-tier events in a CPU profiler trace; recorded with shapes,
+    # its ops carry the sizes of their inputs, which witness bandwidth_bound.
     assert not any(own[m] for m in NOT_ON_CPU), own
+    assert own["bandwidth_bound"]
+    assert np.isfinite(f.ops.m).any() and not np.isfinite(f.ops.bytes).any()
     assert all(witnessed(m, f, c)[0] == UNKNOWN for m in NOT_ON_CPU if m not in SIBLINGS)
     assert not barrier_ops(f.ops).any()
     # The split graph: what the trace does hold. Its extra ops per request add more time than
@@ -95,6 +99,19 @@ def test_every_mechanism_on_a_cpu_pair_is_named_only_with_its_events(torch_store
     assert not own["recompile"]
     # Evidence pointing at a recompile here names the split graph the trace does witness.
     assert witnessed("recompile", f, c)[0] == "graph_break"
+
+
+def test_bandwidth_bound_is_not_named_on_a_trace_without_sizes(tmp_path: Path) -> None:
+    # The real-pair fixtures were recorded without shapes: no bytes, no input sizes.
+    store = tmp_path / "store"
+    for role in ("failing", "comparator"):
+        stem = f"fixture-break_print.{role}"
+        ingest(store, REAL_PAIRS / f"{stem}.pt.trace.json.gz", run_id=stem)
+    f = arrays(store, "fixture-break_print.failing")
+    c = arrays(store, "fixture-break_print.comparator")
+    assert not np.isfinite(f.ops.m).any()
+    assert witness("bandwidth_bound", f, c) is None
+    assert witnessed("bandwidth_bound", f, c) == (UNKNOWN, None)
 
 
 def test_recompile_is_witnessed_by_compilations_while_serving(torch_store: Path) -> None:

@@ -9,13 +9,16 @@ Each run is its own process: a Poisson (or bursty) arrival process starts one th
 the request waits for the worker (`queue_wait`, FIFO), is tokenized (`admission`), has its input
 placed (`schedule`), runs the torch.compile'd model, and is post-processed and checked (`postprocess`,
 `validate`), every stage a `record_function` annotation as a service emits them. The PyTorch
-profiler records all threads (Kineto JSON), TORCH_TRACE the compile log. `manifest.json` in the
-output names every pair with its true origin stage and mechanism.
+profiler records all threads (Kineto JSON), TORCH_TRACE the compile log. The two runs of a pair
+are live at once and serve their requests in alternating blocks of about 40 (ABBA), so a load
+that comes and goes on the machine falls on both alike. `manifest.json` in the output names
+every pair with its true origin stage and mechanism.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -96,7 +99,7 @@ def serve(run: Run, trace_out: Path) -> None:
     torch._dynamo.config.recompile_limit = 8
     fault, mag, d = run.fault, run.magnitude, run.d_model
     dtype = torch.float64 if fault == "float64" else torch.float32
-    hidden = 4 * d * (int(2 + 2 * mag) if fault == "heavier_layer" else 1)
+    hidden = 4 * d * (int(2 + 4 * mag) if fault == "heavier_layer" else 1)
     heads = 4
     clip = 1e4
     DEVNULL = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the worker
@@ -166,7 +169,7 @@ def serve(run: Run, trace_out: Path) -> None:
     gaps = arrival_gaps(rng, run)
     vocab = [f"tok{i}" for i in range(512)]
     texts = [" ".join(rng.choice(vocab) for _ in range(n)) for n in lengths]
-    tok_rounds = int(1 + 10 * mag) if fault == "slow_tokenizer" else 1
+    tok_rounds = int(1 + 150 * mag) if fault == "slow_tokenizer" else 1
     detok_rounds = int(5 + 15 * mag) if fault == "slow_detokenize" else 1
     index = {w: i for i, w in enumerate(vocab)}
     emb = torch.randn(len(vocab), d, dtype=dtype, generator=torch.Generator().manual_seed(3))
@@ -186,7 +189,7 @@ def serve(run: Run, trace_out: Path) -> None:
         t = ids.numel()
         if fault == "fresh_buffers":
             # A fresh zero-filled staging buffer per request instead of the reused one.
-            x = torch.zeros(int(16 * mag), 512, d, dtype=dtype)[:1, :t]
+            x = torch.zeros(int(48 * mag), 512, d, dtype=dtype)[:1, :t]
             x.copy_(emb[ids].unsqueeze(0))
             return x.clone()
         if fault == "strided_layout":
@@ -210,7 +213,8 @@ def serve(run: Run, trace_out: Path) -> None:
                     json.dumps(y[0].tolist())
         with record_function("validate"):
             if fault == "rerun_check":
-                compiled(x)
+                for _ in range(int(1 + mag)):
+                    compiled(x)
             bool(torch.isfinite(y).all())
 
     def handle(i: int) -> None:
@@ -231,7 +235,7 @@ def serve(run: Run, trace_out: Path) -> None:
                     x = place(ids)
                 y = compiled(x)
                 if fault == "eager_sync":
-                    for _ in range(int(8 + 16 * mag)):
+                    for _ in range(int(40 + 80 * mag)):
                         float(y.mean())
                         y = y * 1.0
                 finish(y, x)
@@ -245,24 +249,46 @@ def serve(run: Run, trace_out: Path) -> None:
             x = place(ids)
             compiled(x)
         config = _ExperimentalConfig(profile_all_threads=True)
-        with profile(activities=[ProfilerActivity.CPU], experimental_config=config) as prof:
+        # Shapes recorded, as on-call captures usually are: they carry the bytes ops move.
+        with profile(
+            activities=[ProfilerActivity.CPU], record_shapes=True, experimental_config=config
+        ) as prof:
             for k, t in enumerate(warm):
                 with record_function(f"warmup#{k}"):
                     compiled(place(torch.zeros(t, dtype=torch.long)))
-            threads = []
-            start = time.perf_counter()
-            at = 0.0
-            for i in range(run.requests):
-                at += gaps[i]
-                delay = start + at - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                th = threading.Thread(target=_no_grad(handle), args=(i,))
-                th.start()
-                threads.append(th)
-            for th in threads:
-                th.join()
+            _say("ready")
+            for lo, hi in blocks(run.requests):
+                # The driver's turn: the pair's other run serves its block meanwhile.
+                if sys.stdin.readline().strip() != "go":
+                    raise SystemExit("worker: the driver went away")
+                threads = []
+                start = time.perf_counter()
+                at = 0.0
+                for i in range(lo, hi):
+                    at += gaps[i]
+                    delay = start + at - time.perf_counter()
+                    if delay > 0:
+                        time.sleep(delay)
+                    th = threading.Thread(target=_no_grad(handle), args=(i,))
+                    th.start()
+                    threads.append(th)
+                for th in threads:
+                    th.join()
+                _say("done")
     prof.export_chrome_trace(str(trace_out))
+
+
+def blocks(n: int) -> list[tuple[int, int]]:
+    """The request ranges a run serves in turns, about 40 requests each, at least two."""
+    k = max(2, round(n / 40))
+    edges = [round(j * n / k) for j in range(k + 1)]
+    return list(itertools.pairwise(edges))
+
+
+def _say(word: str) -> None:
+    # Behind a marker: torch may write to stdout too.
+    sys.stdout.write(f"{_MARK}{word}\n")
+    sys.stdout.flush()
 
 
 def _no_grad(fn):  # type: ignore[no-untyped-def]
@@ -278,7 +304,7 @@ def _no_grad(fn):  # type: ignore[no-untyped-def]
 def arrival_gaps(rng: random.Random, run: Run) -> list[float]:
     """Arrival gaps in seconds: gamma-distributed with the run's mean rate and CV."""
     rate = run.rate_per_s * (1.0 + run.magnitude if run.fault == "higher_rate" else 1.0)
-    cv = run.burst_cv * (1.0 + run.magnitude if run.fault == "bursty_arrivals" else 1.0)
+    cv = run.burst_cv * (1.0 + 2.0 * run.magnitude if run.fault == "bursty_arrivals" else 1.0)
     shape = 1.0 / (cv * cv)
     return [rng.gammavariate(shape, 1.0 / (rate * shape)) for _ in range(run.requests)]
 
@@ -345,7 +371,7 @@ def fixture_pairs() -> list[Pair]:
     bursty = Run(d_model=64, requests=150, rate_per_s=200.0, seed=6161)
     return [
         Pair("fixture-bursty_arrivals", "fixtures", "bursty_arrivals", *TRUTH["bursty_arrivals"],
-             replace(bursty, fault="bursty_arrivals", magnitude=2.0, seed=6162), bursty),
+             replace(bursty, fault="bursty_arrivals", magnitude=1.0, seed=6162), bursty),
         Pair("fixture-break_print", "fixtures", "break_print", *TRUTH["break_print"],
              replace(gb, fault="break_print", seed=4243), gb),
         Pair("fixture-recompile_storm", "fixtures", "static_shapes", *TRUTH["static_shapes"],
@@ -353,22 +379,62 @@ def fixture_pairs() -> list[Pair]:
     ]  # fmt: skip
 
 
-def record(run: Run, stem: str, out: Path, work: Path, nice: int) -> None:
-    trace_dir = work / f"{stem}.torch_trace_raw"
-    trace_json = work / f"{stem}.pt.trace.json"
+_MARK = "@@corpus-worker@@ "
+
+
+def _start(run: Run, stem: str, work: Path, nice: int) -> subprocess.Popen[str]:
     env = dict(os.environ)
     env.update(
-        TORCH_TRACE=str(trace_dir),
+        TORCH_TRACE=str(work / f"{stem}.torch_trace_raw"),
         # One cache per model configuration, as a deployed service keeps one.
         TORCHINDUCTOR_CACHE_DIR=str(work / f"inductor_{run.d_model}_{run.fault}"),
         TORCHINDUCTOR_COMPILE_THREADS="1",
         PYTHONHASHSEED="0",
     )
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(trace_json),
-           "--run", json.dumps(asdict(run)), "--autogroup-nice", str(nice)]  # fmt: skip
-    subprocess.run(cmd, env=env, check=True, start_new_session=True)
-    gzip_to(trace_json, out / f"{stem}.pt.trace.json.gz")
-    logs = sorted(trace_dir.glob("*.log"))
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker",
+           str(work / f"{stem}.pt.trace.json"), "--run", json.dumps(asdict(run)),
+           "--autogroup-nice", str(nice)]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    _await(proc, "ready", stem)  # warmed up before the other run starts compiling
+    return proc
+
+
+def _await(proc: subprocess.Popen[str], word: str, stem: str) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(_MARK):
+            if line.removeprefix(_MARK).strip() == word:
+                return
+            break
+    raise SystemExit(f"{stem}: the worker ended before saying {word!r} (exit {proc.wait()})")
+
+
+def record_pair(pair: Pair, out: Path, work: Path, nice: int) -> None:
+    """Record both runs of a pair in alternating blocks of requests (ABBA), so that whatever
+    else the machine does drifts over both runs alike instead of landing on one of them."""
+    runs = {"failing": pair.failing, "comparator": pair.comparator}
+    procs = {role: _start(run, f"{pair.pair_id}.{role}", work, nice) for role, run in runs.items()}
+    order = list(procs)
+    n_blocks = len(blocks(pair.failing.requests))
+    if len(blocks(pair.comparator.requests)) != n_blocks:
+        raise SystemExit(f"{pair.pair_id}: both runs must serve as many blocks")
+    for b in range(n_blocks):
+        for role in order if b % 2 == 0 else order[::-1]:
+            proc = procs[role]
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            _await(proc, "done", f"{pair.pair_id}.{role}")
+    for role, proc in procs.items():
+        if proc.wait() != 0:
+            raise SystemExit(f"{pair.pair_id}.{role}: the worker failed (exit {proc.returncode})")
+        _keep(f"{pair.pair_id}.{role}", out, work)
+
+
+def _keep(stem: str, out: Path, work: Path) -> None:
+    gzip_to(work / f"{stem}.pt.trace.json", out / f"{stem}.pt.trace.json.gz")
+    logs = sorted((work / f"{stem}.torch_trace_raw").glob("*.log"))
     if len(logs) != 1:
         raise SystemExit(f"{stem}: expected one TORCH_TRACE log, found {logs}")
     log_dir = out / f"{stem}.torch_trace"
@@ -410,8 +476,7 @@ def main() -> None:
                     args.only and not any(o in pair.pair_id for o in args.only)
                 ):
                     continue
-                for role, run in (("failing", pair.failing), ("comparator", pair.comparator)):
-                    record(run, f"{pair.pair_id}.{role}", args.out, Path(tmp), args.nice)
+                record_pair(pair, args.out, Path(tmp), args.nice)
                 manifest["pairs"].append(asdict(pair))
                 manifest_path.write_text(json.dumps(manifest, indent=1))
                 print(f"{time.perf_counter() - t0:7.1f}s  {pair.pair_id}", flush=True)

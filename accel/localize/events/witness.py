@@ -3,9 +3,9 @@
 A mechanism is named only when the failing run holds the events that witness it: barrier or
 collective events for barrier_stall, compiled-region splits for graph_break, compilations during
 serving for recompile, eager fallback ops for mapping_fallback, per-core ops for core_imbalance,
-fusion groups with memory tiers for fusion_memory_burst, byte counts for bandwidth_bound, more
-ops per request for launch_overhead, queue waits for queueing, batches for batch_policy and
-assembly-stage events for assembly. Without them the verdict says `unknown`.
+fusion groups with memory tiers for fusion_memory_burst, byte counts or input sizes for
+bandwidth_bound, more ops per request for launch_overhead, queue waits for queueing, batches for
+batch_policy and assembly-stage events for assembly. Without them the verdict says `unknown`.
 """
 
 from __future__ import annotations
@@ -93,6 +93,13 @@ def _moved(ops: OpArrays) -> B:
     return out
 
 
+def _sized(ops: OpArrays) -> B:
+    # A profile recorded with shapes gives each op the sizes of the data it reads, the
+    # volume a bandwidth claim rests on where no byte counts were written.
+    out: B = _moved(ops) | (np.isfinite(ops.m) & np.isfinite(ops.n))
+    return out
+
+
 def _count(mask: B) -> int:
     return int(np.count_nonzero(mask))
 
@@ -135,8 +142,8 @@ def witness(mechanism: str, failing: RunArrays, comparator: RunArrays) -> Witnes
         what = "fused ops with their memory tier or bytes moved"
         return Witness(mechanism, what, nf, nc) if nf else None
     if mechanism == "bandwidth_bound":
-        nf, nc = _count(_moved(f)), _count(_moved(c))
-        return Witness(mechanism, "ops with bytes moved", nf, nc) if nf else None
+        nf, nc = _count(_sized(f)), _count(_sized(c))
+        return Witness(mechanism, "ops with bytes moved or input sizes", nf, nc) if nf else None
     if mechanism == "launch_overhead":
         return _launches(failing, comparator)
     if mechanism == "queueing":
@@ -224,7 +231,7 @@ WITNESS_EVENTS: Final[dict[str, str]] = {
     "mapping_fallback": "eager fallback ops",
     "core_imbalance": "ops placed on two or more cores",
     "fusion_memory_burst": "fused ops with their memory tier or bytes moved",
-    "bandwidth_bound": "ops with bytes moved",
+    "bandwidth_bound": "ops with bytes moved or input sizes",
     "launch_overhead": "more execution ops per request",
     "queueing": "queue waits or ingress time",
     "batch_policy": "batches of more than one request",

@@ -57,6 +57,7 @@ class Rules:
     sha256: str
     engine_steps: tuple[EngineStep, ...] = ()
     graph_launch: re.Pattern[str] = re.compile("(?!)")
+    queue_wait: re.Pattern[str] = re.compile("(?!)")
 
 
 def _regex(path: Path, where: str, text: Any) -> re.Pattern[str]:
@@ -120,6 +121,7 @@ def load_rules(path: Path = DEFAULT_RULES) -> Rules:
         sha256=hashlib.sha256(raw).hexdigest(),
         engine_steps=tuple(_engine_steps(path, req.get("engine_step", []))),
         graph_launch=_regex(path, "graphs.launch", doc.get("graphs", {}).get("launch", "(?!)")),
+        queue_wait=_regex(path, "requests.queue_wait", req.get("queue_wait", "(?!)")),
     )
 
 

@@ -199,8 +199,22 @@ def attribute(
     names = _names(req, cols)
     steps = step_facts(rules, names) if req.unit == ENGINE_STEP else None
     mates = batch_mates(kernel_mask, lanes, ts, dur, request_of, req.n) if steps is None else None
+    waiting = (
+        spans & host & pair_mask(pairs, lambda _c, nm: bool(rules.queue_wait.search(nm or "")))
+    )
     requests = request_rows(
-        req, excl, names, ids, t0, request_of, ts, args.shape, keys=keys, steps=steps, mates=mates
+        req,
+        excl,
+        names,
+        ids,
+        t0,
+        request_of,
+        ts,
+        args.shape,
+        keys=keys,
+        steps=steps,
+        mates=mates,
+        served=service_starts(waiting, request_of, ts, dur),
     )
     return Attributed(
         events=events,
@@ -302,6 +316,28 @@ def _names(req: Requests, cols: TraceColumns) -> list[str]:
     return [values[c] for c in cols.name_codes[req.event].tolist()]
 
 
+def service_starts(
+    waiting: npt.NDArray[np.bool_], request_of: I64, ts: F64, dur: F64
+) -> F64 | None:
+    """Per request, where its first queue-wait span (rules' requests.queue_wait) ends: the
+    service starts there (NaN: the request names no wait); None when the trace names none."""
+    at = np.flatnonzero(waiting & (request_of >= 0))
+    if not at.size:
+        return None
+    at = at[np.argsort(ts[at], kind="stable")]
+    reqs, first = np.unique(request_of[at], return_index=True)
+    out = np.full(int(request_of.max()) + 1, np.nan)
+    out[reqs] = ts[at[first]] + dur[at[first]]
+    return out
+
+
+def _served(start: F64, end: F64, served: F64, t0: float) -> F64:
+    at = np.full(start.size, np.nan)
+    k = min(served.size, start.size)
+    at[:k] = served[:k] - t0
+    return np.where(np.isfinite(at), np.clip(at, start, end), start)
+
+
 def request_rows(
     req: Requests,
     excl: F64,
@@ -314,8 +350,10 @@ def request_rows(
     keys: list[str | None] | None = None,
     steps: StepFacts | None = None,
     mates: tuple[I64, I64] | None = None,
+    served: F64 | None = None,
 ) -> pa.Table:
-    """The requests table (REQUESTS_FILE) from windows and exclusive stage times.
+    """The requests table (REQUESTS_FILE) from windows and exclusive stage times; `served`
+    (service_starts) moves a request's start past its annotated wait for the server.
 
     `keys` are the shape keys when the caller knows compile spans and threads; else each request
     is keyed by its first operator with tensor dims (attribution.shape_keys). Engine steps
@@ -335,9 +373,10 @@ def request_rows(
     cols_out: dict[str, Any] = {
         "request_id": pa.array(ids if ids is not None else _request_ids(req.n), pa.string()),
         "name": pa.array(names, type=pa.string()),
-        # The profiler sees a request when the server starts handling it; that is its arrival.
+        # The profiler sees a request when the server starts handling it (its arrival), unless
+        # the request names its wait for the server.
         "arrival_us": pa.array(start),
-        "start_us": pa.array(start),
+        "start_us": pa.array(start if served is None else _served(start, end, served, t0)),
         "end_us": pa.array(end),
         "latency_us": pa.array(latency),
         "shape_key": pa.array(keys, pa.string()),
