@@ -24,21 +24,7 @@ WITH r AS (
     FROM requests
     WHERE run_id = $run_id
 )
-SELECT
-    request_id,
-    shape_key,
-    batch_id,
-    batch_size,
-    arrival_us,
-    latency_us,
-    ingress_us,
-    lowering_us,
-    scheduling_us,
-    execution_us,
-    assembly_us,
-    other_us,
-    quantile,
-    n_requests
+SELECT *
 FROM r
 WHERE request_id = $request_id
 ORDER BY arrival_us

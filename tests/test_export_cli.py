@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from ingest_helpers import run_workbench
 from tests.incident_runs import incident_runs, triage_doc
 from workbench.incident.incident import create_incident, incident_path, load_incident
 from workbench.incident.workflow import attach_triage
@@ -24,15 +23,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def workbench(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "WORKBENCH_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-m", "workbench", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    return run_workbench(list(argv), home=home, timeout=120)
 
 
 def test_export_defaults_to_workbench_home_exports(store: Path, tmp_path: Path) -> None:

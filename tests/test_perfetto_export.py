@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ingest_helpers import store_hash
+from ingest_helpers import run_workbench, store_hash
 from tests.incident_runs import Spec, build
 from workbench.cli.main import bundled_sample
 from workbench.incident import workflow
@@ -38,15 +37,7 @@ ANNOTATION = re.compile(r"^(origin|manifest|origin\+manifest|finding|verdict): "
 
 
 def workbench(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "WORKBENCH_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-m", "workbench", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    return run_workbench(list(argv), home=home, timeout=300)
 
 
 def no_nan(text: str) -> Any:

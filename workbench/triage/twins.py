@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
@@ -43,17 +44,7 @@ def pick_request(
     rows = db.query_rows(con, "request_pick", params)
     if not rows:
         return None
-    r = rows[0]
-    return PickedRequest(
-        run_id=run_id,
-        request_id=str(r["request_id"]),
-        shape_key=r["shape_key"],
-        latency_us=_num(r["latency_us"]),
-        value_us=_num(r["value_us"]),
-        arrival_us=_num(r["arrival_us"]),
-        n_requests=int(r["n_requests"]),
-        quantile=q,
-    )
+    return _picked(run_id, rows[0], rows[0]["value_us"], q)
 
 
 def request_by_id(
@@ -63,16 +54,19 @@ def request_by_id(
     rows = db.query_rows(con, "request_stages", {"run_id": run_id, "request_id": request_id})
     if not rows:
         return None
-    r = rows[0]
+    return _picked(run_id, rows[0], rows[0]["latency_us"], _num(rows[0]["quantile"]))
+
+
+def _picked(run_id: str, r: dict[str, Any], value: object, q: float) -> PickedRequest:
     return PickedRequest(
         run_id=run_id,
         request_id=str(r["request_id"]),
         shape_key=r["shape_key"],
         latency_us=_num(r["latency_us"]),
-        value_us=_num(r["latency_us"]),
+        value_us=_num(value),
         arrival_us=_num(r["arrival_us"]),
         n_requests=int(r["n_requests"]),
-        quantile=_num(r["quantile"]),
+        quantile=q,
     )
 
 
