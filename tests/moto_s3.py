@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,6 +19,10 @@ def moto_s3(*buckets: str) -> Iterator[dict[str, str]]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
+    # moto keeps its buckets per process, not per server: a module's server would otherwise
+    # start with the buckets an earlier module on the same test worker made.
+    reset = urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST")
+    urllib.request.urlopen(reset, timeout=30).close()
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
