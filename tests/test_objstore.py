@@ -185,12 +185,12 @@ def test_server_without_conditional_writes_is_refused(
             return self.fs.pipe_file(path, data)
 
     monkeypatch.setattr(objstore, "filesystem", IgnoresConditions)
-    objstore._conditions_checked.cache_clear()
+    objstore.conditions_checked.cache_clear()
     try:
         with pytest.raises(WorkbenchError, match="ignores conditional writes"):
-            objstore._conditions_checked(f"s3://{BUCKET}/plain")
+            objstore.conditions_checked(f"s3://{BUCKET}/plain")
     finally:
-        objstore._conditions_checked.cache_clear()
+        objstore.conditions_checked.cache_clear()
 
 
 def test_bad_urls_are_one_line_errors() -> None:

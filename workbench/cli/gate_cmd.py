@@ -149,9 +149,9 @@ def run(args: argparse.Namespace) -> int:
 
             if os.environ.get("WORKBENCH_DEBUG"):
                 raise
-            from workbench.cli.main import _unforeseen
+            from workbench.cli.main import unforeseen
 
-            line = f"gate: {_unforeseen(exc)}"
+            line = f"gate: {unforeseen(exc)}"
         print(f"workbench: {line}", file=sys.stderr)
         _error_outputs(args, line, time.monotonic() - started, junit[0])
         return EXIT_ERROR

@@ -227,7 +227,7 @@ def _command(argv: list[str]) -> int:
     except Exception as exc:  # the CLI's promise: one line, never a traceback
         if os.environ.get("WORKBENCH_DEBUG") or interrupts.exit_code(exc) is not None:
             raise  # a signal's exit that library code turned into another error
-        print(f"workbench: {args.command}: {_unforeseen(exc)}", file=sys.stderr)
+        print(f"workbench: {args.command}: {unforeseen(exc)}", file=sys.stderr)
         return EXIT_INTERNAL
     finally:
         sys.stdout = real_stdout
@@ -246,7 +246,7 @@ def _stdout_gone(stdout: object) -> int:
     return EXIT_BROKEN_PIPE
 
 
-def _unforeseen(exc: Exception) -> str:
+def unforeseen(exc: Exception) -> str:
     """One line for an error no layer turned into a WorkbenchError."""
     if isinstance(exc, OSError) and exc.filename is not None:
         text = f"{exc.filename}: {exc.strerror or exc}"

@@ -193,7 +193,7 @@ def _get_remote(fs: Any, key: str, where: str) -> tuple[BaselineSet, str | None]
 
 def _lost_race(exc: BaseException) -> bool:
     """Whether a conditional PUT failed because another writer got there first."""
-    if isinstance(exc, FileExistsError) or objstore._precondition_failed(exc):
+    if isinstance(exc, FileExistsError) or objstore.precondition_failed(exc):
         return True
     response = getattr(exc.__cause__, "response", None)
     code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
@@ -210,7 +210,7 @@ def load(store: Path) -> BaselineSet:
     try:
         return _get_remote(objstore.filesystem(), remote.key(FILE_NAME), remote.key(FILE_NAME))[0]
     except OSError as exc:
-        raise objstore._fail(remote, exc) from exc
+        raise objstore.remote_error(remote, exc) from exc
 
 
 def get(store: Path, name: str) -> Baseline:
@@ -257,7 +257,7 @@ def _apply(store: Path, edit: Edit) -> Change:
         return _apply_local(store, edit)
     key = remote.key(FILE_NAME)
     fs = objstore.filesystem()
-    objstore._conditions_checked(remote.url)
+    objstore.conditions_checked(remote.url)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             doc, etag = _get_remote(fs, key, key)
@@ -274,7 +274,7 @@ def _apply(store: Path, edit: Edit) -> Change:
             return Change(change.after, change.before, True, attempt)
         except OSError as exc:
             if not _lost_race(exc):
-                raise objstore._fail(remote, exc) from exc
+                raise objstore.remote_error(remote, exc) from exc
         # Another writer changed the set between our read and our write: read it again.
         time.sleep(random.uniform(0.0, 0.02 * 2 ** min(attempt, 6)))
     raise WorkbenchError(

@@ -98,7 +98,8 @@ def filesystem() -> Any:
     )
 
 
-def _fail(remote: Remote, exc: BaseException) -> WorkbenchError:
+def remote_error(remote: Remote, exc: BaseException) -> WorkbenchError:
+    """A bucket call's failure as the one-line error naming the store."""
     return WorkbenchError(
         remote.url, f"object storage: {type(exc).__name__}: {exc}".splitlines()[0]
     )
@@ -133,7 +134,7 @@ def run_ids(fs: Any, remote: Remote) -> list[str]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise _fail(remote, exc) from exc
+        raise remote_error(remote, exc) from exc
     ids = (str(n).rsplit("/", 1)[-1] for n in names)
     return sorted(
         n[: -len(".parquet")] for n in ids if n.endswith(".parquet") and ID_RE.fullmatch(n[:-8])
@@ -187,7 +188,7 @@ def open_store(url: str, tables: Iterable[str] = ALL_TABLES) -> Path:
                 _fetch(fs, remote.key(f"runs/{rid}.parquet"), local_row)
         doc["etags"] = _sync_incidents(fs, remote, mirror)
     except OSError as exc:
-        raise _fail(remote, exc) from exc
+        raise remote_error(remote, exc) from exc
     _save_marker(mirror, doc)
     return mirror
 
@@ -241,7 +242,7 @@ def publish_run(store: Path, run_id: str, source: str) -> None:
         raise WorkbenchError(source, f"cannot write to store {remote.url}: {exc}") from exc
 
 
-def _precondition_failed(exc: BaseException) -> bool:
+def precondition_failed(exc: BaseException) -> bool:
     """Whether S3 answered 412 PreconditionFailed (s3fs wraps it in an OSError)."""
     cause = exc.__cause__
     response = getattr(cause, "response", None)
@@ -263,7 +264,7 @@ def publish_run_or_undo(store: Path, run_id: str, source: str) -> None:
 
 
 @cache
-def _conditions_checked(url: str) -> bool:
+def conditions_checked(url: str) -> bool:
     """Probe once per process that the server honours If-None-Match (moto and AWS do)."""
     remote = parse_url(url)
     fs = filesystem()
@@ -277,7 +278,7 @@ def _conditions_checked(url: str) -> bool:
         finally:
             fs.rm_file(probe)
     except OSError as exc:
-        raise _fail(remote, exc) from exc
+        raise remote_error(remote, exc) from exc
     raise WorkbenchError(
         remote.url,
         "this server ignores conditional writes (If-None-Match): incident records refused",
@@ -292,7 +293,7 @@ def publish_record(store: Path, name: str, data: bytes, is_new: bool) -> None:
         return
     if len(data) > MAX_RECORD_BYTES:
         raise WorkbenchError(name, "incident record too large for a single conditional write")
-    _conditions_checked(remote.url)
+    conditions_checked(remote.url)
     doc = _marker(store)
     etags: dict[str, str] = doc.setdefault("etags", {})
     key = remote.key(f"incidents/{name}")
@@ -305,12 +306,12 @@ def publish_record(store: Path, name: str, data: bytes, is_new: bool) -> None:
     except FileExistsError as exc:
         raise WorkbenchError(name, f"conflict: {remote.url} already holds this incident") from exc
     except OSError as exc:
-        if _precondition_failed(exc):
+        if precondition_failed(exc):
             raise WorkbenchError(
                 name,
                 f"conflict: the record in {remote.url} changed since it was read; "
                 "reload and apply your change again",
             ) from exc
-        raise _fail(remote, exc) from exc
+        raise remote_error(remote, exc) from exc
     etags[name] = str(out["ETag"])
     _save_marker(store, doc)
