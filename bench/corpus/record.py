@@ -22,7 +22,6 @@ import itertools
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,9 +30,9 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-# The torch fixtures' gzip (zero mtime, no file name: identical content, identical bytes).
+# The torch fixtures' way of keeping a recorded run (gzip with zero mtime, the one log).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "torch"))
-from make_torch_fixtures import gzip_to
+from make_torch_fixtures import keep_recording
 
 # (fault kind) -> (true origin stage, true mechanism). Mechanism ids are DESIGN §5's.
 TRUTH: dict[str, tuple[str, str]] = {
@@ -429,18 +428,8 @@ def record_pair(pair: Pair, out: Path, work: Path, nice: int) -> None:
     for role, proc in procs.items():
         if proc.wait() != 0:
             raise SystemExit(f"{pair.pair_id}.{role}: the worker failed (exit {proc.returncode})")
-        _keep(f"{pair.pair_id}.{role}", out, work)
-
-
-def _keep(stem: str, out: Path, work: Path) -> None:
-    gzip_to(work / f"{stem}.pt.trace.json", out / f"{stem}.pt.trace.json.gz")
-    logs = sorted((work / f"{stem}.torch_trace_raw").glob("*.log"))
-    if len(logs) != 1:
-        raise SystemExit(f"{stem}: expected one TORCH_TRACE log, found {logs}")
-    log_dir = out / f"{stem}.torch_trace"
-    shutil.rmtree(log_dir, ignore_errors=True)
-    log_dir.mkdir()
-    gzip_to(logs[0], log_dir / "dedicated_log_torch_trace.log.gz")
+        stem = f"{pair.pair_id}.{role}"
+        keep_recording(stem, work / f"{stem}.pt.trace.json", work / f"{stem}.torch_trace_raw", out)
 
 
 def main() -> None:
