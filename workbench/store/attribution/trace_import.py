@@ -214,7 +214,7 @@ def attribute(
         keys=keys,
         steps=steps,
         mates=mates,
-        served=service_starts(waiting, request_of, ts, dur),
+        served=service_starts(waiting, request_of, ts, dur, req.n),
     )
     return Attributed(
         events=events,
@@ -317,7 +317,7 @@ def _names(req: Requests, cols: TraceColumns) -> list[str]:
 
 
 def service_starts(
-    waiting: npt.NDArray[np.bool_], request_of: I64, ts: F64, dur: F64
+    waiting: npt.NDArray[np.bool_], request_of: I64, ts: F64, dur: F64, n_requests: int
 ) -> F64 | None:
     """Per request, where its first queue-wait span (rules' requests.queue_wait) ends: the
     service starts there (NaN: the request names no wait); None when the trace names none."""
@@ -326,16 +326,9 @@ def service_starts(
         return None
     at = at[np.argsort(ts[at], kind="stable")]
     reqs, first = np.unique(request_of[at], return_index=True)
-    out = np.full(int(request_of.max()) + 1, np.nan)
+    out = np.full(n_requests, np.nan)
     out[reqs] = ts[at[first]] + dur[at[first]]
     return out
-
-
-def _served(start: F64, end: F64, served: F64, t0: float) -> F64:
-    at = np.full(start.size, np.nan)
-    k = min(served.size, start.size)
-    at[:k] = served[:k] - t0
-    return np.where(np.isfinite(at), np.clip(at, start, end), start)
 
 
 def request_rows(
@@ -376,7 +369,11 @@ def request_rows(
         # The profiler sees a request when the server starts handling it (its arrival), unless
         # the request names its wait for the server.
         "arrival_us": pa.array(start),
-        "start_us": pa.array(start if served is None else _served(start, end, served, t0)),
+        "start_us": pa.array(
+            start
+            if served is None
+            else np.where(np.isfinite(served), np.clip(served - t0, start, end), start)
+        ),
         "end_us": pa.array(end),
         "latency_us": pa.array(latency),
         "shape_key": pa.array(keys, pa.string()),
