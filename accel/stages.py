@@ -35,9 +35,27 @@ MECHANISMS: Final[tuple[str, ...]] = (
     "bandwidth_bound",
     "launch_overhead",
     "assembly",
+    # LLM serving (accel/serving): each named only when its witness events are in the trace
+    "queueing_under_load",
+    "tokenizer_slowdown",
+    "batch_shape_recompile",
+    "kv_preemption",
+    "prefill_starving_decode",
+    "slower_decode_kernel",
+    "detokenizer_cost",
     "unknown",  # a stage is named, but the trace holds no events that witness a mechanism
     "none",
 )
 
 MEM_TIERS: Final[tuple[str, ...]] = ("sram", "hbm", "host")
 MEM_TIER_CODE: Final[dict[str, int]] = {t: i for i, t in enumerate(MEM_TIERS)}
+
+# The serving-level objectives an LLM regression is paged on (issue 35); e2e is the request's
+# whole latency, as for every other workload.
+SLOS: Final[tuple[str, ...]] = ("ttft", "itl", "tpot", "e2e")
+SLO_NAMES: Final[dict[str, str]] = {
+    "ttft": "time to first token",
+    "itl": "inter-token latency",
+    "tpot": "time per output token",
+    "e2e": "end-to-end latency",
+}

@@ -20,6 +20,7 @@ from workbench.errors import WorkbenchError
 from workbench.store import db, layout
 from workbench.store.fleet.engine import open_engine
 from workbench.store.fleet.fleet_ingest import ingest_fleet
+from workbench.store.schema import SCHEMA_VERSION
 from workbench.triage.fleet import fleet_view
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,7 +142,7 @@ def test_fleet_columns_and_shape(fleet_dir: Path, tmp_path: Path) -> None:
     t = _tables(store, "canary")
     run = t["runs"][0]
     assert (run["hosts"], run["ranks"], run["windows"]) == (4, 8, 1)
-    assert run["schema_version"] == 2 and run["host"] is None  # 4 hosts: no single host
+    assert run["schema_version"] == SCHEMA_VERSION and run["host"] is None  # 4 hosts: one host
     assert run["hardware"] == "NVIDIA H100 80GB HBM3"  # every file agrees
     assert run["driver_version"] is None  # files differ: the members say
     drivers = {m["host"]: m["driver_version"] for m in run["members"]}

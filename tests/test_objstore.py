@@ -66,6 +66,7 @@ def test_fleet_on_s3_same_layout_and_same_triage_as_local(
         "events/run_id=c1/part-0.parquet",
         "requests/run_id=c1/part-0.parquet",
         "runs/c1.parquet",
+        "tokens/run_id=c1/part-0.parquet",
     ]
     # A fresh machine (another home, so another mirror) triages straight from the bucket.
     fleet = ["fleet", "--failing-tag", "compiler_version=2.5.0", "--json"]

@@ -63,11 +63,13 @@ class Workspace:
         progress: Callable[[str, float], None] | None = None,
         release_heap: bool = True,
         against: str | Baseline | None = None,
+        slo: str | None = None,
     ) -> Comparison:
         """Triage `failing` against `comparator` (None: the best-ranked candidate), or against
         a named baseline (`against`: "baseline:NAME", or one resolved already), as `workbench triage` does.
         `min_gap`/`slo_share` are its --min-gap/--slo-share; `slo_us` the latency SLO in us
-        (default: the requests' sla_us). Writes nothing."""
+        (default: the requests' sla_us); `slo` the serving SLO of LLM runs (ttft, itl, tpot,
+        e2e; default the one that regressed most). Writes nothing."""
         from workbench.triage.triage import triage
 
         reasons: list[str] = []
@@ -90,6 +92,7 @@ class Workspace:
             progress=progress,
             release_heap=release_heap,
             policy=trigger_policy(min_gap=min_gap, slo_share=slo_share, slo_us=slo_us),
+            slo=slo,
         )
         if reasons:  # the comparator is the baseline's run: say so where the pairing is told
             result = replace(result, comparator_reasons=reasons)

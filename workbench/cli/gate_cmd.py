@@ -37,23 +37,20 @@ def _tolerance(text: str) -> float:
 def parse_slo(text: str) -> tuple[str, float | None]:
     """`e2e` or `e2e=50ms` -> (metric, SLO in us or None); a one-line error for the rest."""
     from workbench.errors import WorkbenchError
-    from workbench.triage.gate import NOT_YET_METRICS, SLO_METRICS
+    from workbench.triage.gate import SLO_METRICS
 
     m = _SLO.fullmatch(text.strip())
     metric = m.group("metric") if m else ""
-    if metric in NOT_YET_METRICS:
-        raise WorkbenchError(
-            f"--slo {text!r}",
-            f"{metric} is not measured yet (the store holds no per-token times); "
-            f"gate on {' or '.join(SLO_METRICS)} (end-to-end request latency)",
-        )
     if m is None or metric not in SLO_METRICS:
         raise WorkbenchError(
             f"--slo {text!r}",
-            f"expected {' or '.join(SLO_METRICS)}[=LATENCY(us|ms|s)], e.g. e2e=50ms",
+            f"expected {' or '.join(SLO_METRICS)}, or e2e=LATENCY(us|ms|s), e.g. e2e=50ms",
         )
     if m.group("value") is None:
         return metric, None
+    if metric != "e2e":
+        # The latency SLO sets the practical threshold of the e2e trigger only.
+        raise WorkbenchError(f"--slo {text!r}", "a latency value applies to e2e only")
     try:
         value = float(m.group("value")) * _UNIT_US[m.group("unit")]
     except ValueError:
@@ -263,6 +260,7 @@ def _gate(args: argparse.Namespace, started: float, junit: list[Path | None]) ->
                 suspect=args.suspect,
                 min_gap=args.tolerance,
                 slo_us=sla_us,
+                slo=metric,
                 release_heap=False,
             )
             .result

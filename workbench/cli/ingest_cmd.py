@@ -10,6 +10,9 @@ from typing import Any, TextIO
 
 def add_parser(sub: Any) -> None:
     from workbench.store.importers import describe_formats
+    from workbench.store.serving.serving_ingest import describe_readers
+
+    serving = "".join(f"\n  {name:<14} {summary}" for name, summary in describe_readers())
 
     p = sub.add_parser(
         "ingest",
@@ -17,7 +20,9 @@ def add_parser(sub: Any) -> None:
         description="Import trace files into a store; each file becomes one run, all-or-nothing.",
         epilog="trace formats found (recognised by content):\n"
         + describe_formats()
-        + "\n  parquet        schema-v1 events Parquet, or another store (merged run by run)",
+        + "\n  parquet        schema-v1 events Parquet, or another store (merged run by run)"
+        + "\nLLM serving records (a run alone, or --records beside a trace):"
+        + serving,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -39,6 +44,14 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="PATH",
         help="torch.compile TORCH_TRACE log (file or directory), stored as the run's compiles",
+    )
+    p.add_argument(
+        "--records",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="LLM serving records of the trace's requests (vLLM bench JSON, AIPerf JSONL or "
+        "OTLP JSON): token-level requests joined to its engine steps",
     )
     p.add_argument(
         "--request-pattern",
@@ -122,8 +135,8 @@ def _run_fleet(args: argparse.Namespace, tags: dict[str, str]) -> int:
 
     if args.run_id is None:
         raise WorkbenchError("--fleet", "name the run with --run-id")
-    if args.compile_log is not None:
-        raise WorkbenchError("--compile-log", "applies to one trace file, not to --fleet")
+    if args.compile_log is not None or args.records is not None:
+        raise WorkbenchError("--compile-log/--records", "apply to one trace file, not to --fleet")
     host_tags = parse_host_tags(args.host_tag)
     bar = FleetBar(sys.stderr) if sys.stderr.isatty() else None
     workers = args.workers if args.workers is not None else 2
@@ -176,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
                     label=args.label,
                     tags=tags,
                     compile_log=args.compile_log,
+                    records=args.records,
                     request_pattern=args.request_pattern,
                     progress=bar,
                 )

@@ -53,6 +53,13 @@ def add_parser(subparsers: Any) -> None:
         help="with an SLO (requests' sla_us): the gap must also reach this share of it "
         "(default 0.02)",
     )
+    p.add_argument(
+        "--slo",
+        choices=("ttft", "itl", "tpot", "e2e"),
+        default=None,
+        help="LLM-serving runs: the SLO that paged (time to first token, inter-token latency, "
+        "time per output token, end-to-end); default: the one that regressed most",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON document")
     p.set_defaults(command="triage")
 
@@ -162,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
         fixed=args.fixed,
         min_gap=args.min_gap,
         slo_share=args.slo_share,
+        slo=args.slo,
         release_heap=False,  # the command exits next: no time spent handing memory back
     )
     if args.incident:

@@ -68,15 +68,23 @@ def _create_views(con: duckdb.DuckDBPyConnection, store: Path) -> None:
     # Relations and parameters instead of SQL text: store paths may hold any character, and
     # nothing user-made is ever formatted into SQL.
     if ids:
+        from workbench.store import schema
+
+        # The schema leads, as for the partitions: columns older runs files lack read as null.
+        con.from_arrow(schema.RUNS.empty_table()).create_view("runs_schema")
         rows = [literal(run_file(store, r)) for r in ids]
-        con.read_parquet(rows, union_by_name=True, hive_partitioning=False).create_view("runs")
+        con.sql(
+            "SELECT * FROM runs_schema UNION ALL BY NAME SELECT * FROM read_parquet($files, "
+            "union_by_name = true, hive_partitioning = false)",
+            params={"files": rows},
+        ).create_view("runs")
     else:
         _empty_view(con, "runs")
     for name in PARTITIONED_TABLES:
         files = {r: partition_dir(store, name, r) / PART_FILE for r in ids}
         present = {r: f for r, f in files.items() if f.is_file()}
         if present:
-            _partition_view(con, present).create_view(name)
+            _partition_view(con, name, present).create_view(name)
         else:
             _empty_view(con, name)
 
@@ -90,13 +98,21 @@ def literal(path: Path) -> str:
     return _GLOB_CHARS.sub(r"[\1]", str(path.absolute()))
 
 
-def _partition_view(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> Any:
+def _partition_view(con: duckdb.DuckDBPyConnection, name: str, files: dict[str, Path]) -> Any:
     """One partitioned table over each run's file, run_id given with the file, not parsed.
+
+    The schema's empty table leads the union, so that columns an older store's files lack
+    (v3's serving columns in a v2 store) read as null instead of being unknown to queries.
 
     duckdb's hive partitioning would take run_id from the first `run_id=` directory anywhere in
     the path, the store's own path included; a filter on run_id still skips other runs' files.
     """
-    selects: list[str] = []
+    from workbench.store import schema
+
+    con.from_arrow(schema.with_run_id(schema.PARTITIONED[name]).empty_table()).create_view(
+        f"{name}_schema"
+    )
+    selects: list[str] = [f"SELECT * FROM {name}_schema"]
     params: dict[str, str] = {}
     for i, (rid, path) in enumerate(files.items()):
         # Only placeholders are formatted in; ids and paths travel as parameters.

@@ -38,6 +38,8 @@ from workbench.store.layout import (
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
 from workbench.store.run_row import existing_matches, fingerprint, run_row
+from workbench.store.serving import serving_ingest
+from workbench.store.serving.records import ServingRecords
 
 PARQUET_MAGIC = b"PAR1"
 TORCH_COMPILE = "torch.compile"
@@ -133,11 +135,14 @@ def ingest(
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
     rules_path: Path = DEFAULT_RULES,
+    records: Path | None = None,
 ) -> ImportReport:
     """Import one source into the store; raises WorkbenchError and leaves the store unchanged.
 
     A trace file of any registered format (importers: Kineto JSON, nsys SQLite, plugins)
-    becomes one run; a Parquet events table or a store directory is merged run by run.
+    becomes one run; a Parquet events table or a store directory is merged run by run; a
+    serving-records file (vLLM bench, AIPerf, OTLP) becomes an LLM-serving run, and `records`
+    beside a trace replaces its requests with the records', joined to its engine steps.
     """
     started = time.perf_counter()
     subject = str(path)
@@ -152,6 +157,8 @@ def ingest(
     is_dir = stat.S_ISDIR(check_input(path).st_mode)  # before any open: FIFOs block
     if compile_log is not None:
         check_input(compile_log)
+    if records is not None:
+        check_input(records, dirs=False)
     if is_dir or _is_parquet(path):
         refuse_nsys_parquet(path)
         if compile_log is not None:
@@ -167,9 +174,17 @@ def ingest(
             progress=progress,
             cancel=cancel,
         )
-    importer = importer_for(path)
     rid = run_id or default_run_id(path)
+    if serving_ingest.reader_for(path) is not None:
+        if compile_log is not None or records is not None:
+            raise WorkbenchError("--compile-log/--records", "apply to trace files, not records")
+        fp = fingerprint(label, tags, request_pattern, rules, None)
+        return serving_ingest.ingest_records(store, path, run_id=rid, label=label, tags=tags, fp=fp)
+    importer = importer_for(path)
     log_sha = compile_log_sha(compile_log) if compile_log is not None else None
+    served = serving_ingest.read_records(records) if records is not None else None
+    if records is not None:
+        log_sha = f"{log_sha}+records:{serving_ingest.file_sha(records)}"
     fp = fingerprint(label, tags, request_pattern, rules, log_sha)
 
     opened = importer.open(path, progress, cancel)
@@ -196,7 +211,7 @@ def ingest(
             # Passed on, not kept here: _import_decoded lets the decoded columns go when done.
             return _import_decoded(
                 store, path, opened.decode(), opened, rid, fp, label, tags, compile_log,
-                rules, pattern, progress, cancel, started,
+                rules, pattern, progress, cancel, started, served,
             )  # fmt: skip
     finally:
         if gc_was_enabled:
@@ -218,8 +233,10 @@ def _import_decoded(
     progress: ProgressFn | None,
     cancel: threading.Event | None,
     started: float,
+    served: ServingRecords | None = None,
 ) -> ImportReport:
-    """Attribute and commit one decoded file, whatever its format (the body of ingest)."""
+    """Attribute and commit one decoded file, whatever its format (the body of ingest);
+    `served`: the serving records that replace the trace's requests."""
     subject = str(path)
     cols, args = decoded.cols, decoded.args
     warnings = list(decoded.warnings)
@@ -249,6 +266,16 @@ def _import_decoded(
     )
     warnings += log_warnings
     _compiler_from_log(meta, tags, versions, warnings)
+    requests, tokens, request_unit = att.requests, None, att.request_unit
+    serving_line = ""
+    if served is not None:
+        requests, tokens, serving_meta, serving_warnings = serving_ingest.joined_tables(
+            served, att.events, shift
+        )
+        meta.update(serving_meta)
+        warnings += serving_warnings
+        request_unit = "llm_request"
+        serving_line = serving_ingest.join_text(serving_meta)
     run = run_row(
         rid,
         label=label,
@@ -264,7 +291,7 @@ def _import_decoded(
         progress(IngestProgress(subject, "write", n_bytes, n_bytes, n_kept))
     try:
         tables = RunTables(
-            run, att.events, att.requests, compiles, att.packed_args, att.events_text
+            run, att.events, requests, compiles, att.packed_args, att.events_text, tokens
         )
         commit_run(store, tables, source=subject)
     except RunExists:
@@ -274,7 +301,7 @@ def _import_decoded(
         raise
     read_by_phase, kept_by_phase, skipped_by_phase, col_warnings = counts
     warnings += col_warnings
-    if att.request_unit == "run":
+    if request_unit == "run":
         warnings.append("no request annotations or profiler steps: the whole run is one request")
     return ImportReport(
         path=subject,
@@ -288,8 +315,9 @@ def _import_decoded(
         skipped_by_phase=skipped_by_phase,
         unattributed_by_category=att.unattributed_by_category,
         background_events=att.background_events,
-        requests=att.requests.num_rows,
-        request_unit=att.request_unit,
+        requests=requests.num_rows,
+        request_unit=request_unit,
+        serving_join=serving_line,
         compilations=att.compilations,
         compiles_logged=compiles.num_rows,
         device=profile_line(run.column("hardware")[0].as_py()),

@@ -33,7 +33,7 @@ ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,63}$")
 STAGING = ".staging"
 PART_FILE = "part-0.parquet"
 # The partitioned tables' folders: schema.PARTITIONED's keys, named here without pyarrow.
-PARTITIONED_TABLES: Final[tuple[str, ...]] = ("events", "requests", "compiles")
+PARTITIONED_TABLES: Final[tuple[str, ...]] = ("events", "requests", "compiles", "tokens")
 # Rows per Parquet row group of every store file.
 ROW_GROUP: Final[int] = 256 * 1024
 # Columns whose values are (nearly) all distinct, written without dictionary encoding: the
@@ -80,6 +80,8 @@ class RunTables:
     # Some of `events`' text columns dictionary-encoded (the same values) when the importer
     # has them so: the op table is made from them, not by hashing every row's string again.
     events_text: Mapping[str, pa.Array] | None = None
+    # v3: one row per output token of an LLM-serving run; None writes the empty table.
+    tokens: pa.Table | None = None
 
     @property
     def run_id(self) -> str:
@@ -318,7 +320,10 @@ def stage_tables(stage: Path, tables: RunTables) -> pa.Table:
             if name == "events" and tables.events_args is not None:
                 _write_packed(tables.events, "args", tables.events_args, file_schema, path)
             else:
-                write_table(getattr(tables, name), file_schema, path)
+                table = getattr(tables, name)
+                write_table(
+                    file_schema.empty_table() if table is None else table, file_schema, path
+                )
         if ops is not None:
             # In the staging directory, so it lands with the run, in the same rename.
             op_table.write(stage / "events" / PART_FILE, ids, ops.result())

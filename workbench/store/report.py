@@ -32,6 +32,9 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
     bytes_read: int = 0
     seconds: float = 0.0
+    # LLM serving: how the records were joined to the trace's engine steps, e.g. "150 of 150
+    # records joined by request_id"; "" for other runs.
+    serving_join: str = ""
 
     @property
     def run_id(self) -> str:
@@ -62,6 +65,8 @@ class ImportReport:
             f"  requests: {self.requests} (unit: {self.request_unit}); "
             f"background events: {self.background_events}"
         )
+        if self.serving_join:
+            out.append(f"  llm serving: {self.serving_join}")
         if self.compilations or self.compiles_logged:
             out.append(
                 f"  compilations in trace: {self.compilations}; "

@@ -1,14 +1,17 @@
 """Arrow schemas of the store (DESIGN §4, §5b): the single definition every writer and reader uses.
 
 v2 adds the fleet: host / rank / window on events and requests, and the runs row's fleet shape
-(hosts, ranks, windows, members). A v1 store reads unchanged: the new columns read as null.
+(hosts, ranks, windows, members). v3 adds LLM serving at token level: token counts, TTFT, TPOT,
+queue wait, preemptions and engine steps on requests, the `tokens` table (one row per output
+token: its gap, TTFT for the first, and that gap's stages), and the runs row's join of records to
+engine steps. Older stores read unchanged: the new columns read as null, the new table as empty.
 """
 
 from typing import Final
 
 import pyarrow as pa
 
-SCHEMA_VERSION: Final[int] = 2
+SCHEMA_VERSION: Final[int] = 3
 
 _TAGS = pa.map_(pa.string(), pa.string())
 
@@ -64,6 +67,12 @@ RUNS: Final[pa.Schema] = pa.schema(
         ("device_sm_count", pa.int32()),
         ("device_memory_gb", pa.float64()),
         ("device_memory_bandwidth_gbs", pa.float64()),
+        # v3, LLM serving: how per-request serving records were joined to the trace's engine
+        # steps ("request_id", "time", or "records" when there was no trace), how many records
+        # the run holds and how many of them were found in the steps.
+        ("serving_join", pa.string()),
+        ("serving_records", pa.int64()),
+        ("serving_matched", pa.int64()),
     ]
 )
 
@@ -126,6 +135,36 @@ REQUESTS_FILE: Final[pa.Schema] = pa.schema(
         ("quality", pa.float64()),
         ("ok", pa.bool_()),
         *_FLEET_COLUMNS,
+        # v3, LLM serving (null otherwise): prompt and output tokens, time to first token,
+        # time per output token after the first, arrival to first scheduled, times preempted,
+        # and the engine steps (their step numbers) the request took part in.
+        ("input_tokens", pa.int32()),
+        ("output_tokens", pa.int32()),
+        ("ttft_us", pa.float64()),
+        ("tpot_us", pa.float64()),
+        ("queue_us", pa.float64()),
+        ("preemptions", pa.int32()),
+        ("steps", pa.list_(pa.int32())),
+    ]
+)
+
+# v3: one row per output token of an LLM request. gap_us is the time since the previous token
+# (for token 0, since arrival: the TTFT); the stage columns split that gap and sum to it. `step`
+# is the engine step that emitted the token (null when no trace was joined).
+TOKENS_FILE: Final[pa.Schema] = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("token", pa.int32()),
+        ("ts_us", pa.float64()),
+        ("gap_us", pa.float64()),
+        ("step", pa.int32()),
+        ("ingress_us", pa.float64()),
+        ("lowering_us", pa.float64()),
+        ("scheduling_us", pa.float64()),
+        ("execution_us", pa.float64()),
+        ("assembly_us", pa.float64()),
+        ("other_us", pa.float64()),
+        *_FLEET_COLUMNS,
     ]
 )
 
@@ -161,6 +200,7 @@ PARTITIONED: Final[dict[str, pa.Schema]] = {
     "events": EVENTS_FILE,
     "requests": REQUESTS_FILE,
     "compiles": COMPILES_FILE,
+    "tokens": TOKENS_FILE,
 }
 
 

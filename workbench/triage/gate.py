@@ -17,6 +17,7 @@ from typing import Any, Final
 import duckdb
 
 from accel.localize.trigger import INCONCLUSIVE, NO_REGRESSION, REGRESSION
+from accel.stages import SLOS
 from workbench.store.baselines import Baseline
 from workbench.terminal_text import for_terminal
 from workbench.triage.pairing import TagMismatch, locked_mismatches
@@ -35,8 +36,7 @@ EXIT_CODES: Final[dict[str, int]] = {
 }
 # The SLO metrics a gate can read today; the LLM serving metrics need per-token times the
 # store does not hold yet.
-SLO_METRICS: Final[tuple[str, ...]] = ("e2e",)
-NOT_YET_METRICS: Final[tuple[str, ...]] = ("ttft", "itl", "tpot")
+SLO_METRICS: Final[tuple[str, ...]] = SLOS
 
 # The locked tags (pairing.LOCKED_TAGS) by comparability row; every locked tag is in one.
 HARDWARE_TAGS: Final[tuple[str, ...]] = ("hardware", "device_count")

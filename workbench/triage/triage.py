@@ -26,7 +26,7 @@ from workbench.errors import WorkbenchError
 from workbench.store import db, heap
 from workbench.store.arrays import compile_rows
 from workbench.store.layout import check_run_id
-from workbench.triage import evidence, graph_break, lanes, pairing, retuning
+from workbench.triage import evidence, graph_break, lanes, pairing, retuning, serving_slo
 from workbench.triage.context import RunContext, load_present
 from workbench.triage.evidence import EvidenceTable, Interval, StageRow
 from workbench.triage.hardware_pair import check_enough_requests
@@ -71,6 +71,11 @@ class TriageResult:
     evidence: dict[str, EvidenceTable] = field(default_factory=dict)
     replay: dict[str, Any] = field(default_factory=dict)  # see to_json
     verdict: dict[str, Any] = field(default_factory=dict)  # see verdict_doc
+    # LLM serving (serving_slo.py): the SLO every number above is in, each SLO's gaps with
+    # intervals, and how each run's records were joined; None / {} for other runs.
+    primary_slo: str | None = None
+    slo_gaps: dict[str, Any] = field(default_factory=dict)
+    serving_join: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON; times in us, NaN as null. "replay" is {} or {"decided_by",
@@ -114,6 +119,9 @@ class TriageResult:
                 },
                 "replay": self.replay,
                 "verdict": self.verdict,
+                "primary_slo": self.primary_slo,
+                "slo_gaps": self.slo_gaps,
+                "serving_join": self.serving_join,
             }
         )
         return doc
@@ -210,8 +218,11 @@ def triage(
     progress: Progress | None = None,
     release_heap: bool = True,
     policy: TriggerPolicy | None = None,
+    slo: str | None = None,
 ) -> TriageResult:
     """Pair, gather evidence, replay and localize; pure: reads the store, writes nothing.
+    `slo`: for LLM-serving runs, the SLO to read the verdict in (ttft, itl, tpot, e2e; default
+    the one that regressed most against its interval).
     `release_heap` False keeps the freed heap (see heap.reused_heap), for a command that exits.
     `policy`: what counts as a regression (default TriggerPolicy; the runs' SLO fills sla_us
     when it is not set)."""
@@ -238,7 +249,7 @@ def triage(
     con.execute("SET threads = 1")
     try:
         with heap.reused_heap(release=release_heap):
-            return _triage(
+            result = _triage(
                 present,
                 con,
                 failing,
@@ -250,6 +261,7 @@ def triage(
                 policy,
                 release_heap,
             )
+            return serving_slo.apply(con, result, slo, policy or TriggerPolicy())
     finally:
         con.close()
 

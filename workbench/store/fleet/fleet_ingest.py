@@ -273,11 +273,9 @@ def ingest_fleet(
             ok = True
         finally:
             m.close(ok)
-        layout.write_table(
-            schema.COMPILES_FILE.empty_table(),
-            schema.COMPILES_FILE,
-            stage / "compiles" / layout.PART_FILE,
-        )
+        for name in ("compiles", "tokens"):
+            empty = schema.PARTITIONED[name]
+            layout.write_table(empty.empty_table(), empty, stage / name / layout.PART_FILE)
         meta = m.shared_meta()
         row = run_row(
             run_id,

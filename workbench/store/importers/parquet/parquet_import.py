@@ -215,7 +215,11 @@ def _store_runs(
             if t is not None and "run_id" in t.column_names:
                 t = t.drop_columns(["run_id"])
             parts[name] = t if t is not None else file_schema.empty_table()
-        out.append(RunTables(run, parts["events"], parts["requests"], parts["compiles"]))
+        out.append(
+            RunTables(
+                run, parts["events"], parts["requests"], parts["compiles"], tokens=parts["tokens"]
+            )
+        )
     if not out:
         raise WorkbenchError(subject, "store directory holds no runs")
     return out

@@ -1,0 +1,105 @@
+"""LLM serving end to end through the real CLI: records joined to a recorded continuous-batching
+trace, the triage read in the SLO that regressed, and bad records refused with the store as it
+was. The pair is tests/fixtures/serving_pairs/fixture-kv_preemption (a smaller KV budget)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.ingest_helpers import one_line_error, run_workbench, store_hash
+
+PAIR = Path(__file__).parent / "fixtures" / "serving_pairs" / "fixture-kv_preemption"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    s = tmp_path_factory.mktemp("serving") / "store"
+    for role in ("failing", "comparator"):
+        got = run_workbench([
+            "ingest", str(PAIR / role / "trace.json.gz"), "--records", str(PAIR / role / "vllm_bench.json"),
+            "--store", str(s), "--run-id", f"kv-{role}",
+        ])  # fmt: skip
+        assert got.returncode == 0, got.stderr
+        assert "llm serving: 150 of 150 records joined to engine steps by request id" in got.stdout
+    return s
+
+
+def _triage(store: Path, *extra: str) -> dict[str, object]:
+    got = run_workbench(["triage", "--store", str(store), "--failing", "kv-failing",
+                         "--comparator", "kv-comparator", "--json", *extra])  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    doc: dict[str, object] = json.loads(got.stdout)
+    return doc
+
+
+def test_kv_pressure_reads_as_ttft_queue_wait_from_preemption(store: Path) -> None:
+    truth = json.loads((PAIR / "truth.json").read_text())
+    doc = _triage(store)
+    assert doc["primary_slo"] == "ttft" and doc["triggered"] is True
+    assert (doc["origin_stage"], doc["mechanism"]) == (truth["origin_stage"], truth["mechanism"])
+    # The time shows up as waiting to be admitted (ingress), the decision was the scheduler's.
+    assert doc["manifest_stage"] == "ingress"
+    gaps = doc["slo_gaps"]
+    assert isinstance(gaps, dict) and set(gaps) == {"ttft", "itl", "tpot", "e2e"}
+    assert gaps["itl"]["unit"] == "tokens" and gaps["ttft"]["unit"] == "requests"
+    assert gaps["ttft"]["n_failing"] == 150 and gaps["itl"]["n_failing"] > 150
+    p99 = gaps["ttft"]["gap_us"]["p99"]
+    assert 0 < p99["lo"] <= p99["value"] <= p99["hi"]
+    # The verdict's interval is the one printed for the SLO.
+    assert doc["p99_gap_us"] == p99
+    assert doc["serving_join"]["failing"] == {
+        "serving_join": "request_id", "serving_records": 150, "serving_matched": 150,
+    }  # fmt: skip
+    fired = [w["mechanism"] for w in doc["verdict"]["serving_witnesses"] if w["fired"]]
+    assert fired == ["kv_preemption"]
+
+
+def test_slo_flag_reads_the_verdict_in_tokens(store: Path) -> None:
+    doc = _triage(store, "--slo", "itl")
+    assert doc["primary_slo"] == "itl"
+    stages = doc["stages"]
+    assert (
+        isinstance(stages, list) and stages[0]["n_failing"] == doc["slo_gaps"]["itl"]["n_failing"]
+    )
+    assert "inter-token latency (tokens)" in doc["verdict"]["reason"]
+
+
+def test_records_alone_are_a_run_without_a_stage_split(tmp_path: Path) -> None:
+    s = tmp_path / "s"
+    got = run_workbench(["ingest", str(PAIR / "failing" / "vllm_bench.json"), "--store", str(s),
+                         "--run-id", "bench"])  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert "150 records, no trace to join" in got.stdout
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: d["ttfts"].__setitem__(3, -0.5), "request"),
+        (lambda d: d["itls"][2].extend([0.0] * 500), "inter-token latencies"),
+        (lambda d: d["latencies"].__setitem__(1, float("nan")), "request"),
+    ],
+)
+def test_a_bad_record_names_itself_and_leaves_the_store(
+    store: Path, tmp_path: Path, mutate: object, needle: str
+) -> None:
+    doc = json.loads((PAIR / "failing" / "vllm_bench.json").read_text())
+    assert callable(mutate)
+    mutate(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    before = store_hash(copy)
+    for argv in (
+        ["ingest", str(bad), "--store", str(copy), "--run-id", "bad"],
+        ["ingest", str(PAIR / "failing" / "trace.json.gz"), "--records", str(bad),
+         "--store", str(copy), "--run-id", "bad2"],
+    ):  # fmt: skip
+        line = one_line_error(run_workbench(argv))
+        assert str(bad) in line and needle in line
+    assert store_hash(copy) == before
