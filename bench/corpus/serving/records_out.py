@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import hashlib
 import json
 import time
@@ -141,7 +142,7 @@ def _aiperf_line(
     }  # fmt: skip
     if len(ns) > 1:
         metrics["inter_chunk_latency"] = {
-            "value": [ms(b - a) for a, b in zip(ns, ns[1:], strict=False)],
+            "value": [ms(b - a) for a, b in itertools.pairwise(ns)],
             "unit": "ms",
         }
         metrics["time_to_second_token"] = {"value": ms(ns[1] - ns[0]), "unit": "ms"}
