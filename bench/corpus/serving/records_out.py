@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-import itertools
 import hashlib
+import itertools
 import json
 import time
 from pathlib import Path
