@@ -28,7 +28,7 @@ def store(runs: Path, tmp_path: Path) -> Path:
     """A fresh incident folder over the shared runs (incidents/ is the only thing tests change)."""
     s = tmp_path / "store"
     s.mkdir()
-    for name in ("runs", "events", "requests", "compiles"):
+    for name in ("runs", "events", "requests", "compiles", "tokens"):
         (s / name).symlink_to(runs / name)
     return s
 

@@ -103,3 +103,18 @@ def test_a_bad_record_names_itself_and_leaves_the_store(
         line = one_line_error(run_workbench(argv))
         assert str(bad) in line and needle in line
     assert store_hash(copy) == before
+
+
+def test_an_older_store_reads_the_v3_columns_as_null() -> None:
+    from workbench.store import db, schema
+
+    con = db.connect(Path(__file__).parent / "fixtures" / "store_v1")
+    runs = con.sql("SELECT * FROM runs").columns
+    requests = con.sql("SELECT * FROM requests").columns
+    # The SQL-typed columns db.py appends are schema.py's v3 columns, in its order.
+    assert runs[-3:] == schema.RUNS.names[-3:] == ["serving_join", "serving_records",
+                                                   "serving_matched"]  # fmt: skip
+    assert requests[-7:] == schema.REQUESTS_FILE.names[-7:]
+    assert con.sql("SELECT count(ttft_us), count(*) FROM requests").fetchall()[0][0] == 0
+    # An empty tokens table (no run has one) has the schema's columns too.
+    assert con.sql("SELECT * FROM tokens").columns == schema.with_run_id(schema.TOKENS_FILE).names

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import duckdb
 
@@ -28,8 +28,12 @@ from workbench.store.query_files import queries_dir as queries_dir
 def _empty_view(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """A view of `name` with no rows (no run has that file): the schema's columns, from Arrow.
 
-    Only an empty store or a run without a table pays pyarrow's import here.
+    Only an empty store or a run without a table pays pyarrow's import here (not a store
+    without v3's tokens: every older one).
     """
+    if name == "tokens":
+        con.sql(_EMPTY_TOKENS).create_view(name)
+        return
     from workbench.store import schema
 
     s = schema.RUNS if name == "runs" else schema.with_run_id(schema.PARTITIONED[name])
@@ -68,14 +72,10 @@ def _create_views(con: duckdb.DuckDBPyConnection, store: Path) -> None:
     # Relations and parameters instead of SQL text: store paths may hold any character, and
     # nothing user-made is ever formatted into SQL.
     if ids:
-        from workbench.store import schema
-
-        # The schema leads, as for the partitions: columns older runs files lack read as null.
-        con.from_arrow(schema.RUNS.empty_table()).create_view("runs_schema")
         rows = [literal(run_file(store, r)) for r in ids]
         con.sql(
-            "SELECT * FROM runs_schema UNION ALL BY NAME SELECT * FROM read_parquet($files, "
-            "union_by_name = true, hive_partitioning = false)",
+            "SELECT * FROM read_parquet($files, union_by_name = true, hive_partitioning = false) "
+            f"UNION ALL BY NAME {_V3_COLUMNS['runs']}",
             params={"files": rows},
         ).create_view("runs")
     else:
@@ -89,6 +89,24 @@ def _create_views(con: duckdb.DuckDBPyConnection, store: Path) -> None:
             _empty_view(con, name)
 
 
+# Schema v3's serving columns (schema.py), typed in SQL: built without pyarrow, whose import
+# the app's first screen does not pay; appended where files lack them, as schema.py orders them.
+_V3_COLUMNS: Final[dict[str, str]] = {
+    "runs": "SELECT NULL::VARCHAR AS serving_join, NULL::BIGINT AS serving_records, "
+    "NULL::BIGINT AS serving_matched WHERE false",
+    "requests": "SELECT NULL::INTEGER AS input_tokens, NULL::INTEGER AS output_tokens, "
+    "NULL::DOUBLE AS ttft_us, NULL::DOUBLE AS tpot_us, NULL::DOUBLE AS queue_us, "
+    "NULL::INTEGER AS preemptions, NULL::INTEGER[] AS steps WHERE false",
+}
+
+_EMPTY_TOKENS: Final[str] = (
+    "SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS request_id, NULL::INTEGER AS token, "
+    "NULL::DOUBLE AS ts_us, NULL::DOUBLE AS gap_us, NULL::INTEGER AS step, "
+    "NULL::DOUBLE AS ingress_us, NULL::DOUBLE AS lowering_us, NULL::DOUBLE AS scheduling_us, "
+    "NULL::DOUBLE AS execution_us, NULL::DOUBLE AS assembly_us, NULL::DOUBLE AS other_us, "
+    "NULL::VARCHAR AS host, NULL::INTEGER AS rank, NULL::INTEGER AS window WHERE false"
+)
+
 _GLOB_CHARS = re.compile(r"([\[\]*?])")
 
 
@@ -101,18 +119,13 @@ def literal(path: Path) -> str:
 def _partition_view(con: duckdb.DuckDBPyConnection, name: str, files: dict[str, Path]) -> Any:
     """One partitioned table over each run's file, run_id given with the file, not parsed.
 
-    The schema's empty table leads the union, so that columns an older store's files lack
-    (v3's serving columns in a v2 store) read as null instead of being unknown to queries.
+    An empty relation of v3's serving columns ends the union, so that an older store, whose
+    files lack them, reads them as null instead of as unknown columns.
 
     duckdb's hive partitioning would take run_id from the first `run_id=` directory anywhere in
     the path, the store's own path included; a filter on run_id still skips other runs' files.
     """
-    from workbench.store import schema
-
-    con.from_arrow(schema.with_run_id(schema.PARTITIONED[name]).empty_table()).create_view(
-        f"{name}_schema"
-    )
-    selects: list[str] = [f"SELECT * FROM {name}_schema"]
+    selects: list[str] = []
     params: dict[str, str] = {}
     for i, (rid, path) in enumerate(files.items()):
         # Only placeholders are formatted in; ids and paths travel as parameters.
@@ -121,6 +134,8 @@ def _partition_view(con: duckdb.DuckDBPyConnection, name: str, files: dict[str, 
             "hive_partitioning = false)"
         )
         params[f"run{i}"], params[f"file{i}"] = rid, literal(path)
+    if name in _V3_COLUMNS:
+        selects.append(_V3_COLUMNS[name])
     return con.sql(" UNION ALL BY NAME ".join(selects), params=params)
 
 

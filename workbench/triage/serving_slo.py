@@ -5,8 +5,7 @@ the stages of its tail, and a mechanism only where the trace holds the witness e
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import duckdb
 import numpy as np
@@ -19,9 +18,6 @@ from workbench.store import db
 from workbench.store.serving.engine_trace import engine_steps
 from workbench.triage.evidence import StageRow, stage_rows
 from workbench.triage.triage_claims import Claim
-
-if TYPE_CHECKING:
-    from workbench.triage.triage import TriageResult
 
 # ITL is a tail over tokens; the others over requests.
 UNITS: Final[dict[str, str]] = {"ttft": "requests", "itl": "tokens", "tpot": "requests",
@@ -160,20 +156,25 @@ def slo_verdict(
 
 
 def apply(
-    con: duckdb.DuckDBPyConnection, result: TriageResult, slo: str | None, policy: TriggerPolicy
-) -> TriageResult:
-    """`result` (a TriageResult) read in the serving SLO when both runs are LLM-serving runs:
-    primary_slo, per-SLO gaps and the join always; for an SLO other than e2e, the stages,
-    gaps, verdict, origin and mechanism of that SLO. Other runs: unchanged (e2e only)."""
-    join = serving_join(con, result.failing, result.comparator)
+    con: duckdb.DuckDBPyConnection,
+    failing: str,
+    comparator: str,
+    e2e_triggered: bool,
+    e2e_verdict: dict[str, Any],
+    slo: str | None,
+    policy: TriggerPolicy,
+) -> dict[str, Any]:
+    """The TriageResult fields to replace when both runs are LLM-serving runs: primary_slo,
+    per-SLO gaps and the join; in an SLO other than e2e, its stages, gaps and verdict too."""
+    join = serving_join(con, failing, comparator)
     if join is None:
         if slo not in (None, "e2e"):
             raise WorkbenchError(f"--slo {slo}", "needs LLM-serving runs (ingest --records)")
-        return result
-    gaps = {s: _gap_doc(s, slo_rows(con, result.failing, result.comparator, s)[0]) for s in SLOS}
+        return {}
+    gaps = {s: _gap_doc(s, slo_rows(con, failing, comparator, s)[0]) for s in SLOS}
     chosen = primary_slo(gaps, slo)
-    out = replace(result, primary_slo=chosen, slo_gaps=gaps, serving_join=join)
-    v = slo_verdict(con, result.failing, result.comparator, chosen, policy)
+    out: dict[str, Any] = {"primary_slo": chosen, "slo_gaps": gaps, "serving_join": join}
+    v = slo_verdict(con, failing, comparator, chosen, policy)
     w: Witness | None = v["witness"]
     triggered = v["outcome"] == "regression"
     manifest = v["manifest"]
@@ -181,9 +182,9 @@ def apply(
     mechanism = (
         w.mechanism if (triggered and w is not None) else ("unknown" if triggered else "none")
     )
-    if chosen == "e2e" and not triggered and result.triggered:
+    if chosen == "e2e" and not triggered and e2e_triggered:
         # The e2e replay fired where the serving reading did not: keep the replay's verdict.
-        return replace(out, verdict={**result.verdict, "serving_witnesses": v["witnesses"]})
+        return {**out, "verdict": {**e2e_verdict, "serving_witnesses": v["witnesses"]}}
     rows: list[StageRow] = v["rows"]
     lat = rows[0]
     name = SLO_NAMES[chosen]
@@ -193,7 +194,7 @@ def apply(
             f"us: {lat.diff['p99'].value:+.0f} us (95% CI {lat.diff['p99'].lo:+.0f}.."
             f"{lat.diff['p99'].hi:+.0f}), n={lat.n_failing}/{lat.n_comparator} {UNITS[chosen]}",
             query="slo_samples",
-            parameters={"failing": result.failing, "comparator": result.comparator, "slo": chosen},
+            parameters={"failing": failing, "comparator": comparator, "slo": chosen},
             numbers=gaps[chosen],
         )
     ]
@@ -203,7 +204,7 @@ def apply(
             f"n={w.n_failing}/{w.n_comparator}",
             # Preemptions are counted per request; the other witnesses are read off the steps.
             query="serving_requests" if w.mechanism == "kv_preemption" else "serving_step_events",
-            parameters={"run_id": result.failing},
+            parameters={"run_id": failing},
             numbers=_witness_doc(w),
         ))  # fmt: skip
     verdict = {
@@ -217,7 +218,7 @@ def apply(
         "decided_by": f"serving SLO {chosen}",
         "serving_witnesses": v["witnesses"],
     }
-    return replace(
+    return dict(
         out,
         stages=rows,
         origin_stage=origin,

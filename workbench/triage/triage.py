@@ -261,7 +261,11 @@ def triage(
                 policy,
                 release_heap,
             )
-            return serving_slo.apply(con, result, slo, policy or TriggerPolicy())
+            serving = serving_slo.apply(
+                con, result.failing, result.comparator, result.triggered, result.verdict, slo,
+                policy or TriggerPolicy(),
+            )  # fmt: skip
+            return replace(result, **serving)
     finally:
         con.close()
 
