@@ -86,7 +86,8 @@ def test_hashes_are_recorded_for_every_file_of_a_run(tmp_path: Path) -> None:
     hashes = integrity.recorded(layout.run_file(store, "failing"))
     assert hashes is not None
     assert sorted(hashes) == [
-        f"{t}/run_id=failing/{layout.PART_FILE}" for t in ("compiles", "events", "requests", "tokens")
+        f"{t}/run_id=failing/{layout.PART_FILE}"
+        for t in ("compiles", "events", "requests", "tokens")
     ]
     for rel, value in hashes.items():
         assert value == integrity.digest(store / rel)
