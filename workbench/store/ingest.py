@@ -37,7 +37,7 @@ from workbench.store.layout import (
 )
 from workbench.store.progress import IngestProgress, ProgressFn, check_cancel
 from workbench.store.report import ImportReport
-from workbench.store.run_row import existing_matches, fingerprint, run_row
+from workbench.store.run_row import existing_matches, file_sha, fingerprint, run_row
 from workbench.store.serving import serving_ingest
 from workbench.store.serving.records import ServingRecords
 
@@ -184,7 +184,7 @@ def ingest(
     log_sha = compile_log_sha(compile_log) if compile_log is not None else None
     served = serving_ingest.read_records(records) if records is not None else None
     if records is not None:
-        log_sha = f"{log_sha}+records:{serving_ingest.file_sha(records)}"
+        log_sha = f"{log_sha}+records:{file_sha(records)}"
     fp = fingerprint(label, tags, request_pattern, rules, log_sha)
 
     opened = importer.open(path, progress, cancel)

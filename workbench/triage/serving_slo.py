@@ -132,12 +132,11 @@ def slo_verdict(
     con: duckdb.DuckDBPyConnection,
     failing: str,
     comparator: str,
-    slo: str,
+    rows: list[StageRow],
     policy: TriggerPolicy,
 ) -> dict[str, Any]:
-    """The verdict in one SLO: stage rows, outcome, manifest stage (largest p99 growth),
+    """The verdict in one SLO from its slo_rows: outcome, manifest stage (largest p99 growth),
     origin and mechanism from the witnesses that fired (unknown when none did)."""
-    rows = slo_rows(con, failing, comparator, slo)
     latency = rows[0]
     outcome, threshold, reason = _outcome(latency, policy)
     growth = {r.stage: r.diff["p99"].value for r in rows[1:] if r.stage != OTHER}
@@ -171,10 +170,12 @@ def apply(
         if slo not in (None, "e2e"):
             raise WorkbenchError(f"--slo {slo}", "needs LLM-serving runs (ingest --records)")
         return {}
-    gaps = {s: _gap_doc(s, slo_rows(con, failing, comparator, s)[0]) for s in SLOS}
+    # Each SLO's rows once: their latency row gives the gaps, the chosen one's the verdict.
+    rows_by_slo = {s: slo_rows(con, failing, comparator, s) for s in SLOS}
+    gaps = {s: _gap_doc(s, rows[0]) for s, rows in rows_by_slo.items()}
     chosen = primary_slo(gaps, slo)
     out: dict[str, Any] = {"primary_slo": chosen, "slo_gaps": gaps, "serving_join": join}
-    v = slo_verdict(con, failing, comparator, chosen, policy)
+    v = slo_verdict(con, failing, comparator, rows_by_slo[chosen], policy)
     w: Witness | None = v["witness"]
     triggered = v["outcome"] == "regression"
     manifest = v["manifest"]

@@ -4,7 +4,6 @@ joined to its engine steps (by request id, else by time)."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
 from types import ModuleType
@@ -14,10 +13,10 @@ import pyarrow as pa
 
 from workbench.errors import WorkbenchError
 from workbench.store import schema
-from workbench.store.importers import HEAD_BYTES
+from workbench.store.importers import read_head
 from workbench.store.layout import RunExists, RunTables, commit_run, read_run_row
 from workbench.store.report import ImportReport
-from workbench.store.run_row import existing_matches, run_row
+from workbench.store.run_row import existing_matches, file_sha, run_row
 from workbench.store.serving import aiperf, otlp, vllm_bench
 from workbench.store.serving.engine_trace import engine_steps
 from workbench.store.serving.join import join
@@ -34,17 +33,9 @@ def describe_readers() -> list[tuple[str, str]]:
     return [(m.NAME, m.SUMMARY) for m in READERS]
 
 
-def _head(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(HEAD_BYTES)
-    except OSError as exc:
-        raise WorkbenchError(str(path), f"cannot read file: {exc.strerror or exc}") from exc
-
-
 def reader_for(path: Path) -> ModuleType | None:
     """The serving-records format of the file, or None when it is not one."""
-    head = _head(path)
+    head = read_head(path)
     return next((m for m in READERS if m.recognise(head)), None)
 
 
@@ -56,14 +47,6 @@ def read_records(path: Path) -> ServingRecords:
         raise WorkbenchError(str(path), f"not a serving-records file (formats: {names})")
     recs: ServingRecords = reader.read(path)
     return recs
-
-
-def file_sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def join_text(meta: dict[str, Any]) -> str:
