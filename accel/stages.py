@@ -15,6 +15,15 @@ STAGE_NAMES: Final[dict[str, str]] = {
     "assembly": "result assembly + quality/SLA validation",
 }
 
+# The same five stages as an LLM-serving engine has them (issue 35's mapping).
+SERVING_STAGE_NAMES: Final[dict[str, str]] = {
+    "ingress": "tokenize, admission and queue wait",
+    "lowering": "graph capture and compile per batch shape",
+    "scheduling": "batch formation, prefill budget, KV-cache allocation and preemption",
+    "execution": "prefill and decode kernels, attention, collectives",
+    "assembly": "detokenize, streaming and stop checks",
+}
+
 DEFAULT_OWNER_ROLE: Final[dict[str, str]] = {
     "ingress": "model serving architect",
     "lowering": "compiler lead",

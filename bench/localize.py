@@ -32,6 +32,8 @@ With --corpus, the recorded real-fault corpus (bench/corpus/record.py, real_corp
 scored first, each half apart: real-blind (never looked at while tuning) leads, real-tuning
 beside it; then the generators.
     uv run python bench/localize.py --corpus /work/corpus --real-only   # the real halves only
+With --serving-corpus, the recorded LLM-serving pairs (bench/corpus/serving) likewise, each
+half and within it each paging SLO (TTFT, ITL, TPOT) apart.
 Ends with one JSON line of the figures.
 """
 
@@ -54,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # localize_report besi
 
 import numpy as np
 import real_corpus
+import serving_corpus
 from localize_report import Row, pair_key, summary, write_misses
 
 from accel import synth
@@ -259,7 +262,16 @@ def main() -> int:
         "object a line (the confidence calibration reads them)",
     )
     ap.add_argument(
-        "--real-only", action="store_true", help="score the --corpus halves only, no generators"
+        "--serving-corpus",
+        type=Path,
+        default=None,
+        help="the recorded LLM-serving fault pairs (bench/corpus/serving/record.py): scored "
+        "per half (blind first) and per paging SLO",
+    )
+    ap.add_argument(
+        "--real-only",
+        action="store_true",
+        help="score the --corpus / --serving-corpus halves only, no generators",
     )
     args = ap.parse_args()
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
@@ -273,6 +285,12 @@ def main() -> int:
                 real[f"real_{half}"] = found[half]["summary"]
     else:
         print("real corpus: none given (--corpus DIR; record it with bench/corpus/record.py)")
+    if args.serving_corpus is not None:
+        served = serving_corpus.score(args.serving_corpus)
+        for half in serving_corpus.ordered(served):
+            figures_half = serving_corpus.summarise(served[half])
+            serving_corpus.print_half(half, figures_half)
+            real[f"real_serving_{half}"] = figures_half
     if args.real_only:
         print(json.dumps(real))
         return 0

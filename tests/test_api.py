@@ -185,7 +185,7 @@ def test_runs_is_the_runs_list(
     assert main(["runs", "--store", str(sample[0]), "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     runs = ws.runs
-    assert runs.shape == (5, 17)
+    assert runs.shape == (7, 24)
     assert runs.columns[:6] == ["run_id", "label", "n_requests", "p99_us", "p95_us", "p50_us"]
     for row, want in zip(runs.iter_rows(named=True), listed, strict=True):
         tags = {t["key"]: t["value"] for t in row.pop("tags")}

@@ -100,7 +100,7 @@ def test_notebook_runs_on_a_real_kernel_and_tells_the_known_incident(
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
 
     runs = _text(_cell(nb, "import os"))
-    assert "shape: (5, 7)" in runs  # the sample's five runs, the seven columns selected
+    assert "shape: (7, 7)" in runs  # the sample's seven runs, the seven columns selected
     for rid in ("failing", "comparator", "fixed-metadata", "candidate-rollback"):
         assert f"<td>&quot;{rid}&quot;</td>" in runs
 

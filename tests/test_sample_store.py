@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from workbench.cli.main import main
+from workbench.sample.llm import RECORDED_PAIR, llm_runs
 from workbench.sample.synthetic import SAMPLE_RUNS
 from workbench.store import db, layout
 
@@ -46,7 +47,8 @@ def test_refuses_a_non_empty_directory(tmp_path: Path, capsys: pytest.CaptureFix
 def test_store_is_small_and_tells_the_incident() -> None:
     total = sum(p.stat().st_size for p in COMMITTED.rglob("*") if p.is_file())
     assert total <= 5 * 1024 * 1024
-    assert layout.run_ids(COMMITTED) == sorted(r.run_id for r in SAMPLE_RUNS)
+    llm = [rid for rid, *_ in llm_runs()]
+    assert layout.run_ids(COMMITTED) == sorted([r.run_id for r in SAMPLE_RUNS] + llm)
     con = db.connect(COMMITTED)
     tags = {
         r["run_id"]: r
@@ -84,3 +86,22 @@ def test_store_is_small_and_tells_the_incident() -> None:
         ).fetchall()
     )
     assert by["failing"] > by["comparator"]
+
+
+def test_llm_incident_triages_to_its_recorded_cause(capsys: pytest.CaptureFixture[str]) -> None:
+    """The recorded KV-cache cut reads as a TTFT regression from preemption (README, part 2)."""
+    import json
+
+    truth = json.loads((RECORDED_PAIR / "truth.json").read_text())
+    before = {rel: (COMMITTED / rel).read_bytes() for rel in _files(COMMITTED)}
+    args = ["triage", "--store", str(COMMITTED), "--failing", "llm-failing"]
+    assert main([*args, "--comparator", "llm-comparator", "--json"]) == 0
+    assert {rel: (COMMITTED / rel).read_bytes() for rel in _files(COMMITTED)} == before
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["primary_slo"] == truth["slo"] == "ttft"
+    assert (doc["origin_stage"], doc["mechanism"]) == (truth["origin_stage"], truth["mechanism"])
+    tags = {rid: dict(t) for rid, _, _, t in llm_runs()}
+    differing = {
+        k for k in tags["llm-failing"] if tags["llm-failing"][k] != tags["llm-comparator"][k]
+    }
+    assert differing == {"kv_blocks"}

@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 from workbench.errors import WorkbenchError
+from workbench.sample.llm import RECORDED_PAIR
 from workbench.store.serving import aiperf, otlp, vllm_bench
 from workbench.store.serving.records import ServingRecord, ServingRecords
 
@@ -187,7 +188,9 @@ def test_recognise_no_kineto_trace() -> None:
 
 # ---- real files: the serving loop's own records, written both ways (bench/corpus/serving)
 
-PAIRS = sorted((FIXTURES / "serving_pairs").glob("*/*/otlp.json"))
+PAIRS = sorted(
+    [*(FIXTURES / "serving_pairs").glob("*/*/otlp.json"), *RECORDED_PAIR.glob("*/otlp.json")]
+)
 
 
 @pytest.mark.skipif(not PAIRS, reason="no serving_pairs fixtures")

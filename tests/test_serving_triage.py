@@ -1,6 +1,6 @@
 """LLM serving end to end through the real CLI: records joined to a recorded continuous-batching
 trace, the triage read in the SLO that regressed, and bad records refused with the store as it
-was. The pair is tests/fixtures/serving_pairs/fixture-kv_preemption (a smaller KV budget)."""
+was. The pair is the sample store's recorded one (workbench/sample/recorded: a smaller KV budget)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.ingest_helpers import one_line_error, run_workbench, store_hash
+from workbench.sample.llm import RECORDED_PAIR
 
-PAIR = Path(__file__).parent / "fixtures" / "serving_pairs" / "fixture-kv_preemption"
+PAIR = RECORDED_PAIR
 
 
 @pytest.fixture(scope="module")

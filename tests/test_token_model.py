@@ -11,12 +11,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from workbench.sample.llm import RECORDED_PAIR
 from workbench.store import schema
 from workbench.store.attribution.rules import DEFAULT_RULES, load_rules
 from workbench.store.attribution.trace_import import attribute
 from workbench.store.importers import importer_for
 from workbench.store.serving import otlp
-from workbench.store.serving.engine_trace import engine_steps, step_table
+from workbench.store.serving.engine_trace import engine_steps, stalled_decodes, step_table
 from workbench.store.serving.join import join
 from workbench.store.serving.records import ServingRecord, ServingRecords
 from workbench.store.serving.token_model import token_tables
@@ -43,7 +44,8 @@ def events(rows: list[tuple[Any, ...]]) -> pa.Table:
 
 # Three steps. A: prompt 8 chunked over steps 0 and 1, first token at step 1, decodes in step 2.
 # B: prefill in step 0, decodes in step 1, is preempted in step 2. Step 0 tokenizes both and
-# its forward holds a torch.compile (lowering) event.
+# its forward holds a torch.compile (lowering) event; step 1's forward runs compiled code
+# (a compiled region: the forward itself, not compiling).
 HAND = [
     ("llm.step#0", 10, 40),
     ("llm.tokenize#A", 10, 2),
@@ -52,7 +54,7 @@ HAND = [
     ("llm.seq#A prefill 0:4", 15, 1),
     ("llm.seq#B prefill 0:2", 16, 1),
     ("llm.forward", 20, 20),
-    ("Torch-Compiled Region: 0/0", 22, 8, "lowering"),
+    ("entire_frame_compile", 22, 8, "lowering"),
     ("aten::mm", 31, 3, "execution"),
     ("llm.sample", 40, 2),
     ("llm.detokenize", 42, 4),
@@ -61,6 +63,7 @@ HAND = [
     ("llm.seq#A prefill 4:8", 61, 1),
     ("llm.seq#B decode", 62, 1),
     ("llm.forward", 65, 25),
+    ("Torch-Compiled Region: 0/0", 66, 20, "lowering"),
     ("llm.sample", 90, 2),
     ("llm.detokenize", 92, 6),
     ("llm.step#2", 110, 30),
@@ -120,6 +123,32 @@ def test_hand_built_steps() -> None:
     assert segs[:6] == [(10, 14, 0), (14, 20, 2), (20, 22, 3), (22, 30, 1), (30, 42, 3),
                         (42, 46, 4)]  # fmt: skip
     assert segs[6] == (46, 60, 5) and segs[-1] == (138, 140, 5)
+    # Step 1's compiled region is execution, like the forward around it.
+    assert (65, 92, 3) in segs  # forward and sample, the compiled region inside them too
+
+
+def test_stalled_decodes_are_counted_per_step() -> None:
+    """A prefill-only step that leaves a mid-decode request out stalls it; chunked steps that
+    carry every decode, and requests before their first or after their last decode, do not."""
+    rows: list[tuple[Any, ...]] = []
+    plan = [  # per step: members (request, role)
+        [("A", "prefill 0:4")],
+        [("A", "decode"), ("B", "prefill 0:4")],
+        [("C", "prefill 0:64")],  # A and B mid-decode? only A has decoded: A stalls
+        [("A", "decode"), ("B", "decode")],
+        [("D", "prefill 0:64")],  # A, B both mid-decode and left out
+        [("A", "decode"), ("B", "decode"), ("C", "decode")],
+        [("B", "decode")],  # A finished at step 5; C has one decode only: no interval
+    ]
+    for k, members in enumerate(plan):
+        t = 100.0 * k
+        rows.append((f"llm.step#{k}", t, 50))
+        for j, (rid, role) in enumerate(members):
+            rows.append((f"llm.seq#{rid} {role}", t + 1 + j, 0.5))
+        rows.append(("llm.forward", t + 10, 20))
+    steps = engine_steps(events(rows))
+    assert steps is not None
+    assert stalled_decodes(steps).tolist() == [0, 0, 1, 0, 2, 0, 0]
 
 
 def test_hand_built_split() -> None:
@@ -233,8 +262,8 @@ def _random_trace(rng: random.Random, n_req: int) -> tuple[list[tuple[Any, ...]]
         f = rng.uniform(5, 20)
         rows.append(("llm.forward", t, f))
         if rng.random() < 0.3:
-            rows.append(("Torch-Compiled Region", t + 1, f / 2, "lowering"))
-            rows.append(("dynamo_compile", t + 1.5, f / 4, "lowering"))
+            rows.append(("entire_frame_compile", t + 1, f / 2, "lowering"))
+            rows.append(("compile_attempt_0", t + 1.5, f / 4, "lowering"))
         t += f
         rows.append(("llm.sample", t, 1.0))
         t += 1.0
@@ -380,10 +409,9 @@ PAIRS = Path(__file__).parent / "fixtures" / "serving_pairs"
 def _real_runs() -> list[Path]:
     """Recorded runs with both files, the preemption fault's failing run first (its trace
     holds llm.preempt spans)."""
-    if not PAIRS.is_dir():
-        return []
-    runs = [p.parent for p in PAIRS.rglob("otlp.json") if (p.parent / "trace.json.gz").is_file()]
-    return sorted(runs, key=lambda p: (p != PAIRS / "fixture-kv_preemption" / "failing", p))
+    found = [*PAIRS.rglob("otlp.json"), *RECORDED_PAIR.rglob("otlp.json")]
+    runs = [p.parent for p in found if (p.parent / "trace.json.gz").is_file()]
+    return sorted(runs, key=lambda p: (p != RECORDED_PAIR / "failing", p))
 
 
 def _decoded_events(trace: Path) -> tuple[pa.Table, float]:

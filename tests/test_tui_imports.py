@@ -81,7 +81,7 @@ def test_a_cold_runs_list_loads_duckdb_only(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split("\n")
     n_runs, least = out[0].split()
-    assert int(n_runs) == 5 and int(least) > 0, out
+    assert int(n_runs) == 7 and int(least) > 0, out
     assert out[1] == "duckdb", f"reading the runs list loaded {out[1]}"
 
 

@@ -39,6 +39,14 @@ RUNS_SCHEMA: Final[dict[str, Any]] = {
     "thermal_state": pl.String,
     "tags": TAGS,
     "imported_at": pl.Datetime("us", "UTC"),
+    # LLM serving (null for other runs): TTFT over requests, ITL over n_tokens gaps.
+    "ttft_p99_us": pl.Float64,
+    "ttft_p95_us": pl.Float64,
+    "ttft_p50_us": pl.Float64,
+    "n_tokens": pl.Int64,
+    "itl_p99_us": pl.Float64,
+    "itl_p95_us": pl.Float64,
+    "itl_p50_us": pl.Float64,
 }
 STAGES_SCHEMA: Final[dict[str, Any]] = {
     "stage": pl.String,

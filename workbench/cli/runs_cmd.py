@@ -9,7 +9,9 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("runs", help="list the runs of a store (n, p99/p95/p50 latency, tags)")
+    p = sub.add_parser(
+        "runs", help="list the runs of a store (n, p99/p95/p50 latency, TTFT/ITL p99, tags)"
+    )
     p.add_argument("--store", type=Path, required=True, metavar="DIR")
     p.add_argument("--json", action="store_true", help="one JSON array instead of a table")
 
@@ -37,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
         "p99 ms",
         "p95 ms",
         "p50 ms",
+        "ttft p99",
+        "itl p99",
         "tags",
     )
     rows = [
@@ -51,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
             _ms(r.p99_us),
             _ms(r.p95_us),
             _ms(r.p50_us),
+            _ms(r.ttft_p99_us),
+            _ms(r.itl_p99_us),
             ",".join(f"{k}={v}" for k, v in sorted(r.tags.items())) or "-",
         )
         for r in runs

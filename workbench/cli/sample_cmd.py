@@ -10,7 +10,7 @@ from typing import Any
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "sample",
-        help="write the sample store (one fusion-memory-burst incident with known cause)",
+        help="write the sample store (two incidents with known causes: a fusion memory burst, and a recorded LLM KV-cache cut)",
     )
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="new or empty directory")
 

@@ -54,19 +54,41 @@ def _change_tags(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _slo(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The LLM-serving SLO the verdict was read in, when it is not end-to-end latency."""
+    imp = doc.get("impact")
+    slo: dict[str, Any] | None = imp.get("primary_slo") if imp else None
+    return slo
+
+
+def _headline_metric(doc: dict[str, Any]) -> tuple[str, str]:
+    """(metric row name, how the brief names it): the paging SLO first, else end to end."""
+    slo = _slo(doc)
+    return (slo["metric"], slo["metric"]) if slo else ("end-to-end", "end-to-end")
+
+
 def _what(doc: dict[str, Any]) -> str:
     h = doc["header"]
-    p99, p95 = _row(doc, "end-to-end", "p99"), _row(doc, "end-to-end", "p95")
+    metric, words = _headline_metric(doc)
+    p99, p95 = _row(doc, metric, "p99"), _row(doc, metric, "p95")
     if p99 is None or p95 is None:
         return "Not measured yet: the incident has no failing / comparator pair."
     level = round(100 * doc["impact"]["confidence_level"])
+    unit = f" {p99['unit']}" if p99.get("unit") else ""
     text = (
-        f"end-to-end p99 {fmt_signed(p99['delta_us'])} ({fmt_pct(p99['delta_pct'])}, {level}% CI "
+        f"{words} p99 {fmt_signed(p99['delta_us'])} ({fmt_pct(p99['delta_pct'])}, {level}% CI "
         f"{fmt_ci(p99['ci_low_us'], p99['ci_high_us'])}; {fmt_us(p99['failing_us'])} vs "
-        f"{fmt_us(p99['comparator_us'])}, n = {p99['n_failing']} / {p99['n_comparator']}), p95 "
-        f"{fmt_signed(p95['delta_us'])} (CI {fmt_ci(p95['ci_low_us'], p95['ci_high_us'])}), "
+        f"{fmt_us(p99['comparator_us'])}, n = {p99['n_failing']} / {p99['n_comparator']}{unit}), "
+        f"p95 {fmt_signed(p95['delta_us'])} (CI {fmt_ci(p95['ci_low_us'], p95['ci_high_us'])}), "
         f"run {h['failing']} vs {h['comparator']}"
     )
+    e99 = _row(doc, "end-to-end", "p99") if _slo(doc) else None
+    if e99 is not None:
+        text += (
+            f"; end-to-end p99 {fmt_signed(e99['delta_us'])} (CI "
+            f"{fmt_ci(e99['ci_low_us'], e99['ci_high_us'])}, n = {e99['n_failing']} / "
+            f"{e99['n_comparator']} requests)"
+        )
     for _, metric, words, _ in READINGS:
         e99, e95 = _row(doc, metric, "p99"), _row(doc, metric, "p95")
         if e99 is not None and e95 is not None:
@@ -125,7 +147,14 @@ def _why(doc: dict[str, Any]) -> list[str]:
             f"(n = {p99['n_failing']} / {p99['n_comparator']})."
         )
     manifest = _row(doc, loc["manifest"], "p95")
-    if manifest is not None:
+    slo = _slo(doc)
+    if manifest is not None and slo is not None:
+        out.append(
+            f"{loc['manifest']} part of {slo['metric']}, p95 {fmt_signed(manifest['delta_us'])} "
+            f"(95% CI {fmt_ci(manifest['ci_low_us'], manifest['ci_high_us'])}, n = "
+            f"{manifest['n_failing']} / {manifest['n_comparator']} {slo['unit']})."
+        )
+    elif manifest is not None:
         out.append(
             f"{loc['manifest']} p95 own time {fmt_signed(manifest['delta_us'])} (95% CI "
             f"{fmt_ci(manifest['ci_low_us'], manifest['ci_high_us'])}, n = "
@@ -214,7 +243,8 @@ def _follow_ups(doc: dict[str, Any]) -> list[str]:
 def suggested_title(doc: dict[str, Any]) -> str | None:
     """A title in plain words from the record, e.g. "p99 +124% on chat-serving after
     compiler_version 2.4.0 → 2.5.0 (fusion_memory_burst)"; None before a pair is measured."""
-    p99 = _row(doc, "end-to-end", "p99")
+    slo = _slo(doc)
+    p99 = _row(doc, _headline_metric(doc)[0], "p99")
     if p99 is None or p99["delta_pct"] is None:
         return None
     tags = _failing_tags(doc)
@@ -228,7 +258,8 @@ def suggested_title(doc: dict[str, Any]) -> str | None:
     )
     loc = doc.get("localization")
     mech = f" ({loc['mechanism']})" if loc and loc.get("mechanism") else ""
-    return f"p99 {fmt_pct(p99['delta_pct'])}{where}{after}{mech}"
+    slo_word = f"{slo['slo'].upper()} " if slo else ""
+    return f"{slo_word}p99 {fmt_pct(p99['delta_pct'])}{where}{after}{mech}"
 
 
 def build_brief(doc: dict[str, Any]) -> dict[str, Any]:

@@ -77,7 +77,13 @@ def _impact(doc: dict[str, Any]) -> list[str]:
     level = round(100 * imp["confidence_level"])
     out += [f"Failing minus comparator, tail first; {level}% bootstrap confidence intervals."]
     sources = list(dict.fromkeys(r["interval"] for r in imp["rows"]))
-    if len(sources) > 1:
+    slo = imp.get("primary_slo")
+    if slo is not None and len(sources) > 1:
+        out.append(
+            f"Rows are in {esc(slo['metric'])}, the SLO the verdict is read in, and each stage's "
+            f"part of it: {esc(sources[0])}; end-to-end: {esc(sources[-1])}."
+        )
+    elif len(sources) > 1:
         out.append(f"End-to-end intervals: {esc(sources[0])}; stages: {esc(sources[-1])}.")
     out.append("")
     for r in imp["rows"]:
@@ -93,7 +99,7 @@ def _impact(doc: dict[str, Any]) -> list[str]:
             _signed(r["delta_us"]),
             _with_level(_ci(r["ci_low_us"], r["ci_high_us"]), r),
             _pct(r["delta_pct"]),
-            f"{r['n_failing']} / {r['n_comparator']}",
+            f"{r['n_failing']} / {r['n_comparator']}" + (f" {r['unit']}" if r.get("unit") else ""),
         ]
         for r in imp["rows"]
     ]

@@ -112,6 +112,55 @@ def _with_recorded(row: dict[str, Any], tail: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+SLO_INTERVAL: Final[str] = (
+    "triage: percentile bootstrap of the SLO's samples (requests, or tokens for ITL), the "
+    "metric the verdict is read in"
+)
+
+
+def recorded_slo(inc: Incident) -> dict[str, Any] | None:
+    """The LLM-serving SLO the verdict was read in (its slo_samples claim's numbers), unless
+    that SLO is end-to-end latency, whose rows the table has already."""
+    claim = next((c for c in inc.claims if c.query == "slo_samples"), None)
+    if claim is None or claim.numbers.get("slo") in (None, "e2e"):
+        return None
+    return dict(claim.numbers)
+
+
+def _slo_rows(gaps: dict[str, Any], metric: str) -> list[dict[str, Any]]:
+    """One SLO gap's p95/p99 rows as the triage bootstrapped them; n counts its unit."""
+    rows = []
+    for name, _ in IMPACT_QUANTILES:
+        f, c, d = gaps["failing"][name], gaps["comparator"][name], gaps["gap_us"][name]
+        base = c["value"]
+        rows.append(
+            {
+                "metric": metric,
+                "quantile": name,
+                "failing_us": f["value"],
+                "comparator_us": base,
+                "delta_us": d["value"],
+                "ci_low_us": d["lo"],
+                "ci_high_us": d["hi"],
+                "delta_pct": 100.0 * d["value"] / base if base and d["value"] is not None else None,
+                "n_failing": int(gaps["n_failing"]),
+                "n_comparator": int(gaps["n_comparator"]),
+                "interval": SLO_INTERVAL,
+                "unit": gaps["unit"],
+            }
+        )
+    return rows
+
+
+def _slo_table(slo: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The SLO and each stage's part of it first, then end-to-end latency for context (its
+    stages per request would be a second, contradicting split)."""
+    out = _slo_rows(slo, slo["name"])
+    for stage, gaps in (slo.get("stages") or {}).items():
+        out += _slo_rows(gaps, stage)
+    return out + [r for r in rows if r["metric"] == "end-to-end"]
+
+
 def recorded_reading(inc: Incident) -> dict[str, Any] | None:
     """The trigger claim's numbers when the verdict fired on a second reading of the pair (the
     gaps at equal traffic, of the queue-free tail, or of the change of load)."""
@@ -158,13 +207,15 @@ def impact(
     comparator: RunSamples,
     recorded: dict[str, Any] | None = None,
     reading: dict[str, Any] | None = None,
+    slo: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """p95/p99 deltas failing - comparator, end to end then per stage, each with n and CI.
 
     The end-to-end rows are the triage's own figures when it recorded them (`recorded`, the
     stage_quantiles claim's numbers), so one gap has one interval in the claim, the impact
     table, the brief and the app, followed by the gaps of the second reading the verdict fired
-    on (`reading`, the trigger claim's numbers); the stages are bootstrapped here."""
+    on (`reading`, the trigger claim's numbers); the stages are bootstrapped here. An LLM
+    incident read in another SLO (`slo`, its slo_samples numbers) leads with that SLO's rows."""
     rows = delta_rows(
         "end-to-end", failing.latency_us, comparator.latency_us, "failing", "comparator"
     )
@@ -176,4 +227,8 @@ def impact(
     if reading is not None:
         e2e = len(IMPACT_QUANTILES)  # the end-to-end rows come first
         rows = rows[:e2e] + _reading_rows(reading, recorded) + rows[e2e:]
-    return {"confidence_level": CONFIDENCE, "rows": rows}
+    out: dict[str, Any] = {"confidence_level": CONFIDENCE, "rows": rows}
+    if slo is not None:
+        out["rows"] = _slo_table(slo, rows)
+        out["primary_slo"] = {"slo": slo["slo"], "metric": slo["name"], "unit": slo["unit"]}
+    return out

@@ -14,12 +14,19 @@ from typing import Any, Final
 import duckdb
 import msgspec
 
-from accel.stages import DEFAULT_OWNER_ROLE, STAGE_NAMES
+from accel.stages import DEFAULT_OWNER_ROLE, SERVING_STAGE_NAMES, STAGE_NAMES
 from workbench.errors import WorkbenchError
 from workbench.incident.audit_text import audit_line
 from workbench.incident.brief import build_brief, lines_of
 from workbench.incident.guardrails import RunSamples
-from workbench.incident.impact import delta_rows, finite, impact, recorded_reading, recorded_tail
+from workbench.incident.impact import (
+    delta_rows,
+    finite,
+    impact,
+    recorded_reading,
+    recorded_slo,
+    recorded_tail,
+)
 from workbench.incident.incident import Incident, ReplayCheck, Validation, load_incident, now_iso
 from workbench.incident.owners import overdue_actions
 from workbench.incident.validation import load_samples
@@ -323,6 +330,7 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
                 samples[inc.comparator],
                 recorded_tail(inc),
                 recorded_reading(inc),
+                recorded_slo(inc),
             )
             doc["reproduction"] = _reproduction(inc, con)
         else:
@@ -330,8 +338,10 @@ def build_summary(store: Path, incident_id: str, today: date | None = None) -> d
             missing += ["impact", "reproduction"]
         if inc.localization is not None:
             loc = msgspec.to_builtins(inc.localization)
-            loc["origin_name"] = STAGE_NAMES.get(inc.localization.origin)
-            loc["manifest_name"] = STAGE_NAMES.get(inc.localization.manifest)
+            serving = any(c.query == "slo_samples" for c in inc.claims)
+            names = SERVING_STAGE_NAMES if serving else STAGE_NAMES
+            loc["origin_name"] = names.get(inc.localization.origin)
+            loc["manifest_name"] = names.get(inc.localization.manifest)
             doc["localization"] = {**loc, "claims": msgspec.to_builtins(inc.claims)}
         else:
             doc["localization"] = None

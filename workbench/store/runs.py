@@ -10,7 +10,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class RunSummary:
-    """One committed run: metadata, tags, and n / p50 / p95 / p99 of request latency."""
+    """One committed run: metadata, tags, n / p50 / p95 / p99 of request latency, and for an
+    LLM-serving run the same of TTFT (over requests) and ITL (over n_tokens gaps)."""
 
     run_id: str
     label: str | None
@@ -29,6 +30,13 @@ class RunSummary:
     p95_us: float | None
     p99_us: float | None
     imported_at: datetime | None
+    ttft_p50_us: float | None
+    ttft_p95_us: float | None
+    ttft_p99_us: float | None
+    n_tokens: int | None
+    itl_p50_us: float | None
+    itl_p95_us: float | None
+    itl_p99_us: float | None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-able dict (imported_at as ISO text)."""

@@ -15,27 +15,14 @@ from accel.serving import ORIGIN, ServingRun, Witness, choose, witnesses
 from accel.stages import OTHER, SLO_NAMES, SLOS, STAGES
 from workbench.errors import WorkbenchError
 from workbench.store import db
-from workbench.store.serving.engine_trace import engine_steps
+from workbench.store.serving.engine_trace import engine_steps, stalled_decodes
 from workbench.triage.evidence import StageRow, stage_rows
+from workbench.triage.serving_pair import serving_join
 from workbench.triage.triage_claims import Claim
 
 # ITL is a tail over tokens; the others over requests.
 UNITS: Final[dict[str, str]] = {"ttft": "requests", "itl": "tokens", "tpot": "requests",
                                 "e2e": "requests"}  # fmt: skip
-
-
-def serving_join(
-    con: duckdb.DuckDBPyConnection, failing: str, comparator: str
-) -> dict[str, Any] | None:
-    """Each run's join of records to engine steps, when both runs hold serving tokens."""
-    rows = db.query(con, "serving_runs", {"failing": failing, "comparator": comparator})
-    by_run = {r["run_id"]: r for r in rows.to_pylist()}
-    if not all(by_run.get(r, {}).get("tokens") for r in (failing, comparator)):
-        return None
-    return {
-        role: {k: by_run[rid][k] for k in ("serving_join", "serving_records", "serving_matched")}
-        for role, rid in (("failing", failing), ("comparator", comparator))
-    }
 
 
 def slo_rows(
@@ -46,7 +33,7 @@ def slo_rows(
     return stage_rows(db.query(con, "slo_samples", params))
 
 
-def _gap_doc(slo: str, row: StageRow) -> dict[str, Any]:
+def gap_doc(slo: str, row: StageRow) -> dict[str, Any]:
     c99 = row.comparator["p99"].value
     lo = row.diff["p99"].lo
     return {
@@ -83,7 +70,7 @@ def serving_run(con: duckdb.DuckDBPyConnection, run_id: str) -> ServingRun:
     pre = np.asarray([r["preemptions"] or 0 for r in reqs], dtype=np.int64)
     empty, iempty = np.zeros(0), np.zeros(0, dtype=np.int64)
     if steps is None:
-        return ServingRun(empty, empty, pre, empty, empty, empty, iempty, iempty, iempty)
+        return ServingRun(empty, empty, pre, empty, empty, empty, iempty, iempty, iempty, iempty)
     tokens = {r["request_id"]: r["input_tokens"] for r in reqs}
     tok_us: dict[str, float] = {}
     for rid, a, b in zip(steps.tokenize_request, steps.tokenize_start.tolist(),
@@ -100,6 +87,7 @@ def serving_run(con: duckdb.DuckDBPyConnection, run_id: str) -> ServingRun:
         step_prefill_tokens=steps.prefill_tokens,
         step_n_prefill=steps.n_prefill,
         step_n_decode=steps.n_decode,
+        step_stalled_decodes=stalled_decodes(steps),
     )
 
 
@@ -172,7 +160,7 @@ def apply(
         return {}
     # Each SLO's rows once: their latency row gives the gaps, the chosen one's the verdict.
     rows_by_slo = {s: slo_rows(con, failing, comparator, s) for s in SLOS}
-    gaps = {s: _gap_doc(s, rows[0]) for s, rows in rows_by_slo.items()}
+    gaps = {s: gap_doc(s, rows[0]) for s, rows in rows_by_slo.items()}
     chosen = primary_slo(gaps, slo)
     out: dict[str, Any] = {"primary_slo": chosen, "slo_gaps": gaps, "serving_join": join}
     v = slo_verdict(con, failing, comparator, rows_by_slo[chosen], policy)
@@ -196,7 +184,8 @@ def apply(
             f"{lat.diff['p99'].hi:+.0f}), n={lat.n_failing}/{lat.n_comparator} {UNITS[chosen]}",
             query="slo_samples",
             parameters={"failing": failing, "comparator": comparator, "slo": chosen},
-            numbers=gaps[chosen],
+            # The stages' split of the SLO too: the closure summary reads its stages in it.
+            numbers={**gaps[chosen], "stages": {r.stage: gap_doc(chosen, r) for r in rows[1:]}},
         )
     ]
     if w is not None and triggered:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from workbench.store.runs import RunSummary
 
 FOLDER = "runs-cache"
-TABLES = ("runs", "requests")  # run_summary.sql reads these two
+TABLES = ("runs", "requests", "tokens")  # what run_summary.sql reads
 
 
 def fingerprint(store: Path) -> list[list[Any]]:

@@ -10,6 +10,7 @@ the engine thread's flat stage timeline (innermost span wins); None when there a
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Final
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 
 from accel.stages import OTHER, STAGES
 from workbench.store.attribution.nesting import enclosing
+from workbench.store.attribution.rules import Rules, load_rules
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
@@ -284,7 +286,7 @@ def engine_steps(events: pa.Table) -> EngineSteps | None:
         codes[kind == p] = code
     codes[kind == -3] = SCHEDULING
     iv = kind != -1
-    low_s, low_e = _lowering(events, ts, dur, pid, tid, thread, gpu)
+    low_s, low_e, compiling = _lowering(events, ts, dur, pid, tid, thread, gpu)
     seg_start, seg_end, seg_stage = _timeline(
         np.concatenate([s_all[iv], low_s]),
         np.concatenate([e_all[iv], low_e]),
@@ -316,9 +318,20 @@ def engine_steps(events: pa.Table) -> EngineSteps | None:
         tid=thread[1],
         warnings=warnings,
     )
-    low = stage_before(steps, np.concatenate([start, end]))[LOWERING]
-    steps.phase["compile_us"] = low[n:] - low[:n]
+    # Compiling, not running compiled code or checking its guards: the longest compile span
+    # inside the step (the outermost of its nested compile phases).
+    cj = _in_step(start, end, low_s[compiling], low_e[compiling])
+    compile_us = np.zeros(n)
+    np.maximum.at(compile_us, cj[cj >= 0], (low_e[compiling] - low_s[compiling])[cj >= 0])
+    steps.phase["compile_us"] = compile_us
     return steps
+
+
+@functools.cache
+def _compile_rules() -> Rules:
+    """The default rules' compile patterns: which lowering events compile, which run compiled
+    code (the engine timeline is read at triage too, where no import's rules are at hand)."""
+    return load_rules()
 
 
 def _phase_index(pat: re.Pattern[str]) -> int:
@@ -333,16 +346,82 @@ def _lowering(
     tid: I64,
     thread: tuple[int, int],
     gpu: npt.NDArray[np.bool_],
-) -> tuple[F64, F64]:
-    """Spans of the engine thread's lowering-stage events (not llm.* ones), vectorized."""
+) -> tuple[F64, F64, npt.NDArray[np.bool_]]:
+    """Spans of the engine thread's lowering-stage events (not llm.* ones, not compiled
+    regions) and which of them are compile spans, vectorized."""
     if "stage" not in events.column_names:
-        return np.zeros(0), np.zeros(0)
+        return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.bool_)
     stage = _strings(events.column("stage"))
     low = pc.fill_null(pc.equal(stage, STAGES[LOWERING]), False).to_numpy(zero_copy_only=False)
     names = _strings(events.column("name"))
     llm = pc.fill_null(pc.starts_with(names, PREFIX), False).to_numpy(zero_copy_only=False)
-    mask = low & ~llm & ~gpu & (pid == thread[0]) & (tid == thread[1]) & (dur > 0)
-    return ts[mask], ts[mask] + dur[mask]
+    # A compiled region is the compiled code running (the forward itself), not compiling: the
+    # attribution keeps only its gaps as lowering, and so does the engine's timeline.
+    region = pc.fill_null(
+        pc.match_substring_regex(names, _compile_rules().compile_region.pattern), False
+    ).to_numpy(zero_copy_only=False)
+    mask = low & ~llm & ~region & ~gpu & (pid == thread[0]) & (tid == thread[1]) & (dur > 0)
+    span = pc.fill_null(
+        pc.match_substring_regex(names, _compile_rules().compile_span.pattern), False
+    ).to_numpy(zero_copy_only=False)
+    return ts[mask], ts[mask] + dur[mask], span[mask]
+
+
+def stalled_decodes(steps: EngineSteps) -> I64:
+    """Per step: requests that had begun decoding, were not done, and took no part in it
+    (their next token waited for this step), vectorized."""
+    out = np.zeros(steps.n, dtype=np.int64)
+    dec = steps.member_role == DECODE
+    if not dec.any():
+        return out
+    codes, inv = np.unique(steps.member_request, return_inverse=True)
+    first = np.full(codes.size, steps.n, dtype=np.int64)
+    last = np.full(codes.size, -1, dtype=np.int64)
+    np.minimum.at(first, inv[dec], steps.member_step[dec])
+    np.maximum.at(last, inv[dec], steps.member_step[dec])
+    live = first < last  # at least two decode steps: an open interval between them
+    diff = np.zeros(steps.n + 1, dtype=np.int64)
+    np.add.at(diff, first[live] + 1, 1)
+    np.add.at(diff, last[live], -1)
+    covering = np.cumsum(diff)[: steps.n]
+    # Subtract the steps those requests did take part in, strictly between their ends.
+    s, r = steps.member_step, inv
+    inside = live[r] & (s > first[r]) & (s < last[r])
+    np.subtract.at(covering, s[inside], 1)
+    return np.maximum(covering, out)
+
+
+@dataclass(frozen=True)
+class MemberStep:
+    """One engine step a request took part in: its part (a prefill chunk or a decode), the
+    other requests in the step, and whether the request was preempted in it."""
+
+    number: int
+    start_us: float
+    end_us: float
+    role: int  # PREFILL / DECODE
+    tokens: int  # prefill chunk length (0 for a decode)
+    mates: list[str]
+    preempted: bool
+
+
+def member_steps(steps: EngineSteps, request_id: str) -> list[MemberStep]:
+    """The steps `request_id` took part in, in time order, each with its batch mates."""
+    mine = np.flatnonzero(steps.member_request == request_id)
+    preempted = set(steps.preempt_step[steps.preempt_request == request_id].tolist())
+    out = []
+    for m in mine.tolist():
+        j = int(steps.member_step[m])
+        mates = steps.member_request[
+            (steps.member_step == j) & (steps.member_request != request_id)
+        ]
+        out.append(MemberStep(
+            number=int(steps.number[j]), start_us=float(steps.start[j]),
+            end_us=float(steps.end[j]), role=int(steps.member_role[m]),
+            tokens=int(steps.member_tokens[m]), mates=sorted(set(mates.tolist())),
+            preempted=j in preempted,
+        ))  # fmt: skip
+    return out
 
 
 def step_table(steps: EngineSteps) -> pa.Table:

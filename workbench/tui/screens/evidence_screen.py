@@ -146,6 +146,10 @@ class EvidenceBundle:
     tables: dict[str, list[dict[str, Any]]]
     latency_ms: dict[str, list[float]] = field(default_factory=dict)
     skipped: int = 0
+    # LLM serving: each SLO's stage rows (its tail and each stage's part of it) and the SLO
+    # the triage reads by default; empty for other workloads.
+    slo_stages: dict[str, list[StageRow]] = field(default_factory=dict)
+    primary_slo: str | None = None
 
 
 class EvidenceScreen(StepScreen):
@@ -159,6 +163,7 @@ class EvidenceScreen(StepScreen):
         Binding("r", "reload", "Reload", id="evidence.reload", show=False),
         Binding("o", "drill", "Request", id="evidence.drill"),
         Binding("v", "fleet", "Fleet view", id="evidence.fleet", show=False),
+        Binding("s", "next_slo", "SLO", id="evidence.next_slo"),
     ]
 
     class Loaded(Message):
@@ -171,6 +176,7 @@ class EvidenceScreen(StepScreen):
         self.bundle: EvidenceBundle | None = None
         self.filled: set[str] = set()  # views filled from the current bundle
         self.loading_for: tuple[str, str] | None = None
+        self.slo: str | None = None  # the SLO the Tail table is in (LLM serving only)
 
     def compose_body(self) -> ComposeResult:
         with TabbedContent(id="evidence-tabs"):
@@ -233,8 +239,9 @@ class EvidenceScreen(StepScreen):
     def load(self, failing: str, comparator: str) -> None:
         import textual_plotext  # noqa: F401  (loaded here, not in the handler that draws)
 
+        from accel.stages import SLOS
         from workbench.store import db
-        from workbench.triage import evidence
+        from workbench.triage import evidence, serving_pair, serving_slo
         from workbench.triage.warmup import warmup_of
 
         con = db.connect(self.wb.store)
@@ -256,6 +263,12 @@ class EvidenceScreen(StepScreen):
                 skip_failing=skip["failing"],
                 skip_comparator=skip["comparator"],
             )
+            slo_stages: dict[str, list[StageRow]] = {}
+            primary = None
+            if serving_pair.serving_join(con, failing, comparator) is not None:
+                slo_stages = {s: serving_slo.slo_rows(con, failing, comparator, s) for s in SLOS}
+                gaps = {s: serving_slo.gap_doc(s, rows[0]) for s, rows in slo_stages.items()}
+                primary = serving_slo.primary_slo(gaps, None)
         finally:
             con.close()
         roles = samples.column("role").to_pylist()
@@ -273,14 +286,39 @@ class EvidenceScreen(StepScreen):
             {name: t.rows() for name, t in tables.items()},
             latency_ms,
             len(skipped),
+            slo_stages,
+            primary,
         )
         self.post_message(self.Loaded(bundle))
 
     def on_evidence_screen_loaded(self, message: Loaded) -> None:
         self.bundle = b = message.bundle
+        self.slo = b.primary_slo
+        self.fill_stages()
+        self.filled = set()
+        self.fill_active_view()
+        self.update_hint()
+
+    def shown_stages(self) -> list[StageRow]:
+        """The Tail table's rows: in the chosen SLO for LLM serving, else end to end."""
+        b = self.bundle
+        if b is None:
+            return []
+        return b.slo_stages.get(self.slo or "", b.stages)
+
+    def action_next_slo(self) -> None:
+        b = self.bundle
+        if b is None or not b.slo_stages:
+            self.notify("SLOs are for LLM-serving runs (ingest --records).", severity="warning")
+            return
+        order = list(b.slo_stages)
+        self.slo = order[(order.index(self.slo) + 1) % len(order)] if self.slo else order[0]
+        self.fill_stages()
+
+    def fill_stages(self) -> None:
         table = self.query_one("#stage-table", DataTable)
         table.clear()
-        for row in b.stages:
+        for row in self.shown_stages():
             cells: list[Any] = [
                 Text(row.stage, style="bold" if row.stage == "latency" else ""),
                 f"{row.n_failing}/{row.n_comparator}",
@@ -297,10 +335,7 @@ class EvidenceScreen(StepScreen):
                     ),
                 ]
             table.add_row(*cells, key=row.stage)
-        self.filled = set()
         self.show_stage_detail()
-        self.fill_active_view()
-        self.update_hint()
 
     @on(TabbedContent.TabActivated, "#evidence-tabs")
     def _tab_shown(self) -> None:
@@ -356,11 +391,18 @@ class EvidenceScreen(StepScreen):
         b = self.bundle
         if b is None:
             return
+        from accel.stages import SLO_NAMES
+        from workbench.triage.serving_slo import UNITS
+
         table = self.query_one("#stage-table", DataTable)
         text = Text()
+        if self.slo is not None:
+            default = " (the triage's default)" if self.slo == b.primary_slo else ""
+            text.append(f"In {SLO_NAMES[self.slo]}{default}, tails over {UNITS[self.slo]}", "bold")
+            text.append("; s shows the next SLO.\n")
         if table.row_count:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-            row = next((r for r in b.stages if r.stage == key), None)
+            row = next((r for r in self.shown_stages() if r.stage == key), None)
             if row is not None:
                 f, c = row.failing["p99"], row.comparator["p99"]
                 text.append(f"{row.stage}: ", "bold")

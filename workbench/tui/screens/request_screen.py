@@ -108,9 +108,57 @@ def with_events(con: duckdb.DuckDBPyConnection, p: PickedRequest, note: str = ""
     )
 
 
+def serving_spans(
+    con: duckdb.DuckDBPyConnection, run_id: str, request_id: str
+) -> tuple[list[Span], float] | None:
+    """An LLM request as the engine served it: one bar per step it was in (its prefill chunks,
+    then its decodes), each with its batch mates; None when the run has no engine steps."""
+    from workbench.store.db import query
+    from workbench.store.serving.engine_trace import PREFILL, engine_steps, member_steps
+
+    steps = engine_steps(query(con, "serving_step_events", {"run_id": run_id}))
+    mine = member_steps(steps, request_id) if steps is not None else []
+    if not mine:
+        return None
+    t0 = mine[0].start_us
+    spans = []
+    for m in mine:
+        mates = ", ".join(for_terminal(r) for r in m.mates[:8]) + (
+            " ..." if len(m.mates) > 8 else ""
+        )
+        part = f"prefill chunk of {m.tokens} tokens" if m.role == PREFILL else "decode"
+        spans.append(
+            Span(
+                start_us=m.start_us - t0,
+                dur_us=m.end_us - m.start_us,
+                lane="engine",
+                stage="scheduling" if m.preempted else "execution",
+                name=f"step {m.number}: {part}",
+                category="engine step",
+                shape=None,
+                kernel=None,
+                args=None,
+                notes=f"{len(m.mates)} batch mates: {mates or 'none'}"
+                + ("  PREEMPTED" if m.preempted else ""),
+            )
+        )
+    return spans, max(sp.end_us for sp in spans)
+
+
+def with_serving_steps(con: duckdb.DuckDBPyConnection, p: PickedRequest, note: str = "") -> Picked:
+    """A picked LLM request with its engine steps as spans (else its trace events)."""
+    got = serving_spans(con, p.run_id, p.request_id)
+    if got is None:
+        return with_events(con, p, note)
+    spans, total = got
+    return Picked(p.run_id, p.request_id, p.shape_key, p.latency_us, p.value_us,
+                  p.n_requests, spans, total, note)  # fmt: skip
+
+
 def drill(store: Path, target: DrillTarget) -> tuple[Picked | None, Picked | None]:
     """The failing run's request and its twin in the comparator (workbench.triage.twins)."""
     from workbench.store.db import connect
+    from workbench.triage.serving_pair import serving_join
     from workbench.triage.twins import pick_request, twin_pair
 
     con = connect(store)
@@ -121,15 +169,19 @@ def drill(store: Path, target: DrillTarget) -> tuple[Picked | None, Picked | Non
         f, c, note = twin_pair(
             con, target.failing, target.comparator, stage=target.stage, q=target.q
         )
+        # LLM serving: the steps each request was in, not the trace's events of a step.
+        served = serving_join(con, target.failing, target.comparator) is not None
+        show = with_serving_steps if served else with_events
         # The comparator without requests: no timeline, the screen says none was paired.
-        return (with_events(con, f) if f else None), (with_events(con, c, note) if c else None)
+        return (show(con, f) if f else None), (show(con, c, note) if c else None)
     finally:
         con.close()
 
 
 def _what(p: Picked) -> str:
     """A timeline's title: short, so it fits one line at 80 columns."""
-    return f"{p.run_id} {p.request_id}  {p.latency_us / 1000:.3f} ms  {len(p.spans)} events"
+    unit = "steps" if p.spans and p.spans[0].category == "engine step" else "events"
+    return f"{p.run_id} {p.request_id}  {p.latency_us / 1000:.3f} ms  {len(p.spans)} {unit}"
 
 
 def headline(f: Picked, c: Picked | None, target: DrillTarget) -> Text:

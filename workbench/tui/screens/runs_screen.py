@@ -41,6 +41,20 @@ def tags_text(run: RunSummary) -> str:
     return " ".join(f"{k}={'?' if v is None else v}" for k, v in sorted(tags.items()))
 
 
+def serving_text(run: RunSummary) -> str:
+    """The TTFT and ITL tails of an LLM-serving run, tail first, each with its n and unit."""
+    if run.ttft_p99_us is None and run.itl_p99_us is None:
+        return ""
+
+    def tails(p99: float | None, p95: float | None, p50: float | None) -> str:
+        return f"p99 {ms(p99)}  p95 {ms(p95)}  p50 {ms(p50)} ms"
+
+    out = f"\nTTFT {tails(run.ttft_p99_us, run.ttft_p95_us, run.ttft_p50_us)} (n={run.n_requests} requests)"
+    if run.itl_p99_us is not None:
+        out += f"\nITL  {tails(run.itl_p99_us, run.itl_p95_us, run.itl_p50_us)} (n={run.n_tokens} tokens)"
+    return out
+
+
 class RunsScreen(StepScreen):
     """The store's runs; the highlighted run is the subject of f / p."""
 
@@ -75,6 +89,9 @@ class RunsScreen(StepScreen):
         table.add_column("p50 ms", key="p50")
         table.add_column("p95 ms", key="p95")
         table.add_column("p99 ms", key="p99")
+        # LLM serving: the SLO tails beside e2e (p50/p95 of each in the detail below).
+        table.add_column("TTFT p99", key="ttft_p99")
+        table.add_column("ITL p99", key="itl_p99")
         for key in ("hardware", "compiler", "runtime", "driver", "thermal", "tags"):
             table.add_column(key, key=key)
         super().on_mount()
@@ -117,6 +134,8 @@ class RunsScreen(StepScreen):
                 ms(r.p50_us),
                 ms(r.p95_us),
                 Text(ms(r.p99_us), style="bold"),
+                ms(r.ttft_p99_us),
+                ms(r.itl_p99_us),
                 r.hardware or "?",
                 f"{r.compiler or '?'} {r.compiler_version or ''}".strip(),
                 f"{r.runtime or '?'} {r.runtime_version or ''}".strip(),
@@ -160,6 +179,7 @@ class RunsScreen(StepScreen):
                 f"\nmodel {r.model or '?'}  workload {r.workload or '?'}  "
                 f"n={r.n_requests} requests  imported "
                 + (r.imported_at.strftime("%Y-%m-%d %H:%M") if r.imported_at else "?"),
+                serving_text(r),
                 f"\ntags: {tags_text(r) or 'none'}",
             )
         )
