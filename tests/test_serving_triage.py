@@ -119,3 +119,39 @@ def test_an_older_store_reads_the_v3_columns_as_null() -> None:
     assert con.sql("SELECT count(ttft_us), count(*) FROM requests").fetchall()[0][0] == 0
     # An empty tokens table (no run has one) has the schema's columns too.
     assert con.sql("SELECT * FROM tokens").columns == schema.with_run_id(schema.TOKENS_FILE).names
+
+
+def test_the_closure_summary_speaks_in_the_paging_slo(store: Path, tmp_path: Path) -> None:
+    """The brief's first sentence, its title and the impact table lead with TTFT, with the
+    triage's own interval and n in requests; the stages are TTFT's split, not e2e's."""
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    common = ["--store", str(copy)]
+    got = run_workbench(["incident", "new", "--title", "TTFT page", "--id", "INC-LLM",
+                         "--failing", "kv-failing", "--comparator", "kv-comparator", *common])  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    doc = _triage(copy, "--incident", "INC-LLM")
+    p99 = doc["slo_gaps"]["ttft"]["gap_us"]["p99"]  # type: ignore[index]
+    out = tmp_path / "summary.json"
+    got = run_workbench(["export", "--incident", "INC-LLM", "--format", "json", "-o", str(out),
+                         *common])  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    summary = json.loads(out.read_text())
+    brief = summary["brief"]
+    assert brief["what_regressed"][0].startswith("time to first token p99 +")
+    assert "n = 150 / 150 requests" in brief["what_regressed"][0]
+    assert brief["suggested_title"].startswith("TTFT p99 +")
+    imp = summary["impact"]
+    assert imp["primary_slo"] == {
+        "slo": "ttft",
+        "metric": "time to first token",
+        "unit": "requests",
+    }
+    first = imp["rows"][1]
+    assert (first["metric"], first["quantile"]) == ("time to first token", "p99")
+    assert (first["delta_us"], first["ci_low_us"], first["ci_high_us"]) == (
+        p99["value"], p99["lo"], p99["hi"],
+    )  # fmt: skip
+    ingress = next(r for r in imp["rows"] if r["metric"] == "ingress" and r["quantile"] == "p99")
+    assert ingress["unit"] == "requests" and ingress["interval"] == first["interval"]
+    assert "scheduling" in brief["why"][0] and "KV-cache" in summary["localization"]["origin_name"]
