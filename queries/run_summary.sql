@@ -14,18 +14,12 @@ WITH lat AS (
         count(*) AS n_requests,
         quantile_cont(latency_us, 0.50) AS p50_us,
         quantile_cont(latency_us, 0.95) AS p95_us,
-        quantile_cont(latency_us, 0.99) AS p99_us
-    FROM requests
-    GROUP BY run_id
-),
-ttft AS (
-    SELECT
-        run_id,
+        quantile_cont(latency_us, 0.99) AS p99_us,
+        -- quantile_cont skips nulls: null TTFT (runs without serving records) reads as null.
         quantile_cont(ttft_us, 0.50) AS ttft_p50_us,
         quantile_cont(ttft_us, 0.95) AS ttft_p95_us,
         quantile_cont(ttft_us, 0.99) AS ttft_p99_us
     FROM requests
-    WHERE ttft_us IS NOT NULL
     GROUP BY run_id
 ),
 itl AS (
@@ -57,15 +51,14 @@ SELECT
     l.p50_us,
     l.p95_us,
     l.p99_us,
-    t.ttft_p50_us,
-    t.ttft_p95_us,
-    t.ttft_p99_us,
+    l.ttft_p50_us,
+    l.ttft_p95_us,
+    l.ttft_p99_us,
     i.n_tokens,
     i.itl_p50_us,
     i.itl_p95_us,
     i.itl_p99_us
 FROM runs AS r
 LEFT JOIN lat AS l ON l.run_id = r.run_id
-LEFT JOIN ttft AS t ON t.run_id = r.run_id
 LEFT JOIN itl AS i ON i.run_id = r.run_id
 ORDER BY r.imported_at, r.run_id

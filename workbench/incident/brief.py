@@ -61,22 +61,22 @@ def _slo(doc: dict[str, Any]) -> dict[str, Any] | None:
     return slo
 
 
-def _headline_metric(doc: dict[str, Any]) -> tuple[str, str]:
-    """(metric row name, how the brief names it): the paging SLO first, else end to end."""
+def _headline_metric(doc: dict[str, Any]) -> str:
+    """The impact rows the brief leads with: the paging SLO's, else end to end."""
     slo = _slo(doc)
-    return (slo["metric"], slo["metric"]) if slo else ("end-to-end", "end-to-end")
+    return str(slo["metric"]) if slo else "end-to-end"
 
 
 def _what(doc: dict[str, Any]) -> str:
     h = doc["header"]
-    metric, words = _headline_metric(doc)
-    p99, p95 = _row(doc, metric, "p99"), _row(doc, metric, "p95")
+    headline = _headline_metric(doc)
+    p99, p95 = _row(doc, headline, "p99"), _row(doc, headline, "p95")
     if p99 is None or p95 is None:
         return "Not measured yet: the incident has no failing / comparator pair."
     level = round(100 * doc["impact"]["confidence_level"])
     unit = f" {p99['unit']}" if p99.get("unit") else ""
     text = (
-        f"{words} p99 {fmt_signed(p99['delta_us'])} ({fmt_pct(p99['delta_pct'])}, {level}% CI "
+        f"{headline} p99 {fmt_signed(p99['delta_us'])} ({fmt_pct(p99['delta_pct'])}, {level}% CI "
         f"{fmt_ci(p99['ci_low_us'], p99['ci_high_us'])}; {fmt_us(p99['failing_us'])} vs "
         f"{fmt_us(p99['comparator_us'])}, n = {p99['n_failing']} / {p99['n_comparator']}{unit}), "
         f"p95 {fmt_signed(p95['delta_us'])} (CI {fmt_ci(p95['ci_low_us'], p95['ci_high_us'])}), "
@@ -244,7 +244,7 @@ def suggested_title(doc: dict[str, Any]) -> str | None:
     """A title in plain words from the record, e.g. "p99 +124% on chat-serving after
     compiler_version 2.4.0 → 2.5.0 (fusion_memory_burst)"; None before a pair is measured."""
     slo = _slo(doc)
-    p99 = _row(doc, _headline_metric(doc)[0], "p99")
+    p99 = _row(doc, _headline_metric(doc), "p99")
     if p99 is None or p99["delta_pct"] is None:
         return None
     tags = _failing_tags(doc)

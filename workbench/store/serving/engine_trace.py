@@ -370,10 +370,9 @@ def _lowering(
 def stalled_decodes(steps: EngineSteps) -> I64:
     """Per step: requests that had begun decoding, were not done, and took no part in it
     (their next token waited for this step), vectorized."""
-    out = np.zeros(steps.n, dtype=np.int64)
     dec = steps.member_role == DECODE
     if not dec.any():
-        return out
+        return np.zeros(steps.n, dtype=np.int64)
     codes, inv = np.unique(steps.member_request, return_inverse=True)
     first = np.full(codes.size, steps.n, dtype=np.int64)
     last = np.full(codes.size, -1, dtype=np.int64)
@@ -388,7 +387,8 @@ def stalled_decodes(steps: EngineSteps) -> I64:
     s, r = steps.member_step, inv
     inside = live[r] & (s > first[r]) & (s < last[r])
     np.subtract.at(covering, s[inside], 1)
-    return np.maximum(covering, out)
+    # A request listed twice in one step (two spans) must not count below zero.
+    return np.maximum(covering, 0)
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ class EvidenceBundle:
 
     failing: str
     comparator: str
-    stages: list[StageRow]
+    stages: list[StageRow]  # end to end; empty for an LLM pair (its SLOs' rows instead)
     tables: dict[str, list[dict[str, Any]]]
     latency_ms: dict[str, list[float]] = field(default_factory=dict)
     skipped: int = 0
@@ -253,9 +253,6 @@ class EvidenceScreen(StepScreen):
                 "comparator": warmup_of(con, comparator).affected_requests,
             }
             samples = evidence.stage_samples(con, failing, comparator).table
-            stages = evidence.stage_rows(
-                samples, skip_failing=skip["failing"], skip_comparator=skip["comparator"]
-            )
             tables = evidence.pair_tables(
                 con,
                 failing,
@@ -269,6 +266,14 @@ class EvidenceScreen(StepScreen):
                 slo_stages = {s: serving_slo.slo_rows(con, failing, comparator, s) for s in SLOS}
                 gaps = {s: serving_slo.gap_doc(s, rows[0]) for s, rows in slo_stages.items()}
                 primary = serving_slo.primary_slo(gaps, None)
+            # An LLM pair's Tail table is always in one of its SLOs: no e2e bootstrap for it.
+            stages = (
+                []
+                if slo_stages
+                else evidence.stage_rows(
+                    samples, skip_failing=skip["failing"], skip_comparator=skip["comparator"]
+                )
+            )
         finally:
             con.close()
         roles = samples.column("role").to_pylist()
