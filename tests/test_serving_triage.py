@@ -69,6 +69,37 @@ def test_slo_flag_reads_the_verdict_in_tokens(store: Path) -> None:
     assert "inter-token latency (tokens)" in doc["verdict"]["reason"]
 
 
+def test_itl_intervals_resample_whole_requests(store: Path) -> None:
+    """The printed ITL gap is the cluster bootstrap over requests of the query's token gaps,
+    not the token-by-token one (which treats a request's gaps as independent draws)."""
+    from accel import stats
+    from accel.cluster_bootstrap import cluster_quantile_diffs
+    from workbench.store import db
+
+    doc = _triage(store, "--slo", "itl")
+    con = db.connect(store)
+    try:
+        t = db.query(
+            con,
+            "slo_samples",
+            {"failing": "kv-failing", "comparator": "kv-comparator", "slo": "itl"},
+        )
+    finally:
+        con.close()  # fmt: skip
+    roles = t.column("role").to_pylist()
+    req = [r.partition("#")[0] for r in t.column("request_id").to_pylist()]
+    lat = t.column("latency_us").to_pylist()
+    side = {k: ([x for x, r in zip(lat, roles, strict=True) if r == k],
+                [g for g, r in zip(req, roles, strict=True) if r == k])
+            for k in ("failing", "comparator")}  # fmt: skip
+    (f, gf), (c, gc) = side["failing"], side["comparator"]
+    d, lo, hi = cluster_quantile_diffs(f, gf, c, gc, (0.99,), n_boot=2000, seed=0)[0]
+    printed = doc["slo_gaps"]["itl"]["gap_us"]["p99"]
+    assert printed == pytest.approx({"value": d, "lo": lo, "hi": hi})
+    _, tlo, thi = stats.bootstrap_quantile_diff(f, c, 0.99, n_boot=2000, seed=0)
+    assert (lo, hi) != pytest.approx((tlo, thi), rel=0.01)
+
+
 def test_records_alone_are_a_run_without_a_stage_split(tmp_path: Path) -> None:
     s = tmp_path / "s"
     got = run_workbench(["ingest", str(PAIR / "failing" / "vllm_bench.json"), "--store", str(s),

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from accel import stats
+from accel.cluster_bootstrap import cluster_quantile_diffs, cluster_quantile_intervals
 from accel.profiles import HardwareProfile
 from accel.stages import OTHER, STAGES
 from workbench.store import db
@@ -120,9 +121,11 @@ def stage_rows(
     skip_comparator: Sequence[str] = (),
     stages: Sequence[str] = STAGE_ROWS,
     seed: int = 0,
+    groups: Sequence[str] | None = None,
 ) -> list[StageRow]:
     """Quantiles with CIs per stage from the stage_samples table (each run's skipped requests,
-    e.g. its warm-up, left out)."""
+    e.g. its warm-up, left out). With `groups` (a label per row, e.g. the request of a token)
+    the intervals come from a bootstrap over whole groups, not over rows."""
     roles = np.asarray(samples.column("role").to_pylist(), dtype=object)
     keep = np.ones(samples.num_rows, dtype=bool)
     if skip_failing or skip_comparator:
@@ -131,13 +134,17 @@ def stage_rows(
         keep = np.array([(role, r) not in skip for role, r in zip(roles, ids, strict=True)])
     fail_mask = (roles == "failing") & keep
     comp_mask = (roles == "comparator") & keep
+    labels = None if groups is None else np.asarray(groups, dtype=object)
     out: list[StageRow] = []
     for stage in stages:
         col = "latency_us" if stage == "latency" else f"{stage}_us"
         values = np.asarray(samples.column(col).to_numpy(zero_copy_only=False), dtype=np.float64)
         f, c = values[fail_mask], values[comp_mask]
-        diff: dict[str, Interval] = {}
         constant = f.size and c.size and np.ptp(f) == 0 and np.ptp(c) == 0
+        if labels is not None and not constant:
+            out.append(_cluster_row(stage, f, labels[fail_mask], c, labels[comp_mask], seed))
+            continue
+        diff: dict[str, Interval] = {}
         for key, q in QUANTILES.items():
             if constant:  # every resample is the sample itself: no need to draw them
                 d = float(f[0] - c[0])
@@ -156,6 +163,27 @@ def stage_rows(
             )
         )
     return out
+
+
+def _cluster_row(
+    stage: str, f: np.ndarray, gf: np.ndarray, c: np.ndarray, gc: np.ndarray, seed: int
+) -> StageRow:
+    """One StageRow whose intervals (each run's and the gap's) resample whole groups."""
+    qs = list(QUANTILES.values())
+
+    def run(x: np.ndarray, g: np.ndarray) -> dict[str, Interval]:
+        got = cluster_quantile_intervals(x, g, qs, n_boot=N_BOOT, seed=seed)
+        return {k: Interval(*v) for k, v in zip(QUANTILES, got, strict=True)}
+
+    gaps = cluster_quantile_diffs(f, gf, c, gc, qs, n_boot=N_BOOT, seed=seed)
+    return StageRow(
+        stage=stage,
+        n_failing=int(np.count_nonzero(~np.isnan(f))),
+        n_comparator=int(np.count_nonzero(~np.isnan(c))),
+        failing=run(f, gf),
+        comparator=run(c, gc),
+        diff={k: Interval(*v) for k, v in zip(QUANTILES, gaps, strict=True)},
+    )
 
 
 def shape_drift(con: duckdb.DuckDBPyConnection, failing: str, comparator: str) -> ShapeDrift:

@@ -28,9 +28,15 @@ UNITS: Final[dict[str, str]] = {"ttft": "requests", "itl": "tokens", "tpot": "re
 def slo_rows(
     con: duckdb.DuckDBPyConnection, failing: str, comparator: str, slo: str
 ) -> list[StageRow]:
-    """Latency (the SLO's value) and each stage, quantiles with intervals, in that SLO's units."""
+    """Latency (the SLO's value) and each stage, quantiles with intervals, in that SLO's units;
+    an ITL interval resamples whole requests, since one request's token gaps move together."""
     params = {"failing": failing, "comparator": comparator, "slo": slo}
-    return stage_rows(db.query(con, "slo_samples", params))
+    samples = db.query(con, "slo_samples", params)
+    if UNITS[slo] != "tokens":
+        return stage_rows(samples)
+    # itl units are "request#token": the request is the cluster.
+    groups = [r.partition("#")[0] for r in samples.column("request_id").to_pylist()]
+    return stage_rows(samples, groups=groups)
 
 
 def gap_doc(slo: str, row: StageRow) -> dict[str, Any]:
