@@ -12,9 +12,19 @@ that keeps these rows: interpreter start and imports, the SQLite reads alone, an
 write of the events table; the kernel rows/s it allows bounds what the goal can be. The
 machine is shared and noisy, so besides medians of kernel rows/s it reports each run's time
 over the bare read measured beside it, and CPU seconds (all threads, user + system) beside
-the wall times. Ends with one JSON line.
+the wall times. With --nsys-ai, each repeat also runs nsys-ai 0.3.0's `warm` (its Parquet
+cache and NVTX kernel map) on a copy of the same file, alternating with ours: wall, CPU and
+peak RSS of both processes, our store's bytes against its cache's. nsys-ai lives in its own
+venv; offline it needs duckdb's sqlite extension, which the PyPI package duckdb-ext-sqlite
+carries (the bench copies it into a private HOME's ~/.duckdb/extensions):
+
+    python3 -m venv /tmp/nsysai && /tmp/nsysai/bin/pip install nsys-ai==0.3.0 duckdb==1.4.4 \
+        duckdb-ext-sqlite==1.4.4.20260205
+
+Ends with one JSON line.
 
     uv run python bench/ingest_nsys.py [--kernels 1000000] [--per-request 1000] [--repeat 5]
+        [--nsys-ai /tmp/nsysai/bin/nsys-ai]
 """
 
 from __future__ import annotations
@@ -22,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -106,20 +115,65 @@ def child(code: str, *args: str) -> dict[str, float]:
     return figures
 
 
-def cli(path: Path, store: Path) -> dict[str, float]:
-    """`workbench ingest` as a process: wall seconds from start to exit, and its CPU seconds."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
+    """Run a process to its exit: (wall s, CPU s of it and its children, its peak RSS MB)."""
     t = time.perf_counter()
-    subprocess.run(
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed ({proc.returncode}): {err.decode()[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
+
+
+def du(root: Path) -> int:
+    """Bytes of the files under root."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def cli(path: Path, store: Path) -> dict[str, float]:
+    """`workbench ingest` as a process: wall seconds from start to exit, its CPU seconds, its
+    peak RSS and the store's bytes on disk."""
+    wall, cpu, peak = timed(
         [sys.executable, "-m", "workbench", "ingest", str(path), "--store", str(store),
          "--run-id", "big"],
-        capture_output=True, check=True, cwd=ROOT, stdin=subprocess.DEVNULL,
-        env={**os.environ, "WORKBENCH_HOME": str(store.parent / "home")},
+        {**os.environ, "WORKBENCH_HOME": str(store.parent / "home")}, ROOT,
     )  # fmt: skip
-    wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"cli_s": wall, "cli_cpu_s": cpu}
+    return {"cli_s": wall, "cli_cpu_s": cpu, "cli_peak_mb": peak, "store_bytes": du(store)}
+
+
+def nsys_ai_home(nsys_ai: Path, home: Path) -> dict[str, str]:
+    """The environment of an offline nsys-ai run: a HOME whose duckdb finds the sqlite
+    extension that the duckdb-ext-sqlite package of nsys-ai's venv carries."""
+    venv = nsys_ai.resolve().parent.parent
+    found = sorted(
+        venv.glob("lib/python*/site-packages/duckdb_ext/extensions/*/*/*.duckdb_extension")
+    )
+    if not found:
+        raise SystemExit(f"{venv}: no duckdb-ext-sqlite extension (see this bench's docstring)")
+    ext = found[0]
+    target = home / ".duckdb" / "extensions" / ext.parent.parent.name / ext.parent.name
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ext, target / ext.name)
+    return {**os.environ, "HOME": str(home)}
+
+
+def nsys_ai_warm(nsys_ai: Path, path: Path, env: dict[str, str], work: Path) -> dict[str, float]:
+    """nsys-ai's `warm` on a fresh copy of the export (its cache goes beside the file)."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir()
+    copy = work / path.name
+    shutil.copy2(path, copy)
+    wall, cpu, peak = timed([str(nsys_ai), "warm", str(copy)], env, work)
+    cache = sum(du(p) for p in work.glob("*.nsys-cache"))
+    shutil.rmtree(work)
+    return {"nsys_ai_s": wall, "nsys_ai_cpu_s": cpu, "nsys_ai_peak_mb": peak,
+            "nsys_ai_cache_bytes": cache}  # fmt: skip
 
 
 def main() -> None:
@@ -127,6 +181,7 @@ def main() -> None:
     ap.add_argument("--kernels", type=int, default=1_000_000)
     ap.add_argument("--per-request", type=int, default=1_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--nsys-ai", type=Path, help="nsys-ai 0.3.0 executable, in its own venv")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-nsys-") as tmp:
         path = Path(tmp) / "large.sqlite"
@@ -135,11 +190,16 @@ def main() -> None:
         kernels = write_export(path, per_process, 2, a.per_request)
         print(f"generated {path.stat().st_size / 1e6:.0f} MB export with {kernels:,} kernels "
               f"in {time.perf_counter() - t:.1f} s")  # fmt: skip
+        env = nsys_ai_home(a.nsys_ai, Path(tmp) / "nsys-ai-home") if a.nsys_ai else {}
         runs = []
         for i in range(a.repeat):
             r = child(DECODE, str(path))
             r.update(child(INGEST, str(path), str(Path(tmp) / f"store{i}")))
+            if a.nsys_ai and i % 2:  # alternate which of the two goes first
+                r.update(nsys_ai_warm(a.nsys_ai, path, env, Path(tmp) / "nsys-ai"))
             r.update(cli(path, Path(tmp) / f"cli{i}"))
+            if a.nsys_ai and not i % 2:
+                r.update(nsys_ai_warm(a.nsys_ai, path, env, Path(tmp) / "nsys-ai"))
             t = time.perf_counter()
             child(STARTUP + "; print('{}')")
             r["floor_start_s"] = time.perf_counter() - t
@@ -162,7 +222,14 @@ def main() -> None:
                   f"kernel rows/s, {r['cli_cpu_s']:.2f} CPU s), {r['events']:,} events, "
                   f"{r['requests']} requests; floor {r['floor_s']:.2f} s (start "
                   f"{r['floor_start_s']:.2f} + reads {r['floor_read_s']:.2f} + events write "
-                  f"{r['floor_write_s']:.2f})")  # fmt: skip
+                  f"{r['floor_write_s']:.2f}); store {r['store_bytes'] / 1e6:.1f} MB, "
+                  f"peak {r['cli_peak_mb']:.0f} MB")  # fmt: skip
+            if a.nsys_ai:
+                print(f"  nsys-ai warm {r['nsys_ai_s']:.2f} s ({r['nsys_ai_cpu_s']:.2f} CPU s), "
+                      f"peak {r['nsys_ai_peak_mb']:.0f} MB, cache "
+                      f"{r['nsys_ai_cache_bytes'] / 1e6:.1f} MB: ours "
+                      f"{r['nsys_ai_s'] / r['cli_s']:.2f}x faster, store "
+                      f"{r['store_bytes'] / r['nsys_ai_cache_bytes']:.2f}x its cache")  # fmt: skip
 
     def med(key: str) -> float:
         return statistics.median(r[key] for r in runs)
@@ -213,7 +280,22 @@ def main() -> None:
             statistics.median(r["cli_s"] / r["floor_s"] for r in runs), 2
         ),
         "goal_kernel_rows_per_s": GOAL,
+        "cli_peak_mb_median": round(med("cli_peak_mb"), 1),
+        "store_bytes": runs[0]["store_bytes"],
+        "store_bytes_per_event": round(runs[0]["store_bytes"] / runs[0]["events"], 2),
     }
+    if a.nsys_ai:
+        figures.update({
+            "nsys_ai_s_median": round(med("nsys_ai_s"), 4),
+            "nsys_ai_cpu_s_median": round(med("nsys_ai_cpu_s"), 4),
+            "nsys_ai_peak_mb_median": round(med("nsys_ai_peak_mb"), 1),
+            "nsys_ai_cache_bytes": runs[0]["nsys_ai_cache_bytes"],
+            # Issue 37's goals: ingest >= 2x faster than its warm, store <= 2x its cache.
+            "speedup_vs_nsys_ai_median": round(
+                statistics.median(r["nsys_ai_s"] / r["cli_s"] for r in runs), 2),
+            "store_over_nsys_ai_cache": round(
+                runs[0]["store_bytes"] / runs[0]["nsys_ai_cache_bytes"], 2),
+        })  # fmt: skip
     figures["goal_met"] = figures["cli_kernel_rows_per_s"] >= GOAL
     print(f"median of {a.repeat}: decode {figures['decode_kernel_rows_per_s'] / 1e6:.2f} M kernel "
           f"rows/s ({figures['decode_over_bare_median']}x the bare read), whole import "

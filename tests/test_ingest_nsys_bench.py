@@ -26,6 +26,12 @@ def test_small_run_reports_rates_against_the_bare_read() -> None:
     # 20 requests per process, two processes: per request 100 kernels + their launches,
     # two copies, a sync, their 3 calls and an NVTX range.
     assert fig["events"] == 40 * (100 * 2 + 2 + 1 + 3 + 1)
+    # The store's bytes on disk (the record alone: no op table is written at ingest).
+    assert 0 < fig["store_bytes"] < 2_000_000
+    assert fig["store_bytes_per_event"] == pytest.approx(
+        fig["store_bytes"] / fig["events"], abs=0.01
+    )
+    assert fig["cli_peak_mb_median"] > 20
     for stage in ("bare", "decode", "ingest", "cli"):
         rate = fig[f"{stage}_kernel_rows_per_s"]
         # the times are rounded to 0.1 ms in the JSON line; the rates are not

@@ -127,23 +127,24 @@ def test_importing_a_damaged_store_is_refused(tmp_path: Path) -> None:
 
 @pytest.fixture
 def big(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Runs big enough (for this test) to get an op table at commit."""
+    """Runs big enough (for this test) to get a cached op table, in the test's own home."""
     monkeypatch.setattr(op_table, "MIN_EVENTS", 300)
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
     return _store(tmp_path)
 
 
 def test_a_damaged_op_table_is_passed_over_for_the_parquet(big: Path) -> None:
-    events = _file(big, "events")
-    table = op_table.beside(events)
     hashes = integrity.recorded(layout.run_file(big, "failing")) or {}
-    assert f"events/run_id=failing/{op_table.FILE}" in hashes
-    want = arrays.load_run_arrays(db.connect(big), "failing").ops
+    assert not any(op_table.FILE in rel for rel in hashes)  # a cache, not a store file
+    want = arrays.load_run_arrays(db.connect(big), "failing").ops  # makes the table
+    op_table.flush()
+    table = op_table.cache_path(hashes[f"events/run_id=failing/{layout.PART_FILE}"])
     # 64 bytes inside the mapped columns: the table still opens, with other numbers.
     data = bytearray(table.read_bytes())
     mid = len(data) // 2
     data[mid : mid + 64] = b"\x7f" * 64
     table.write_bytes(bytes(data))
-    assert op_table.read(events) is not None  # its own checks do not see it
+    assert op_table.read(_file(big, "events"), table) is not None  # its own checks do not see it
     got = arrays.load_run_arrays(db.connect(big), "failing").ops
     assert got.observed_us.tolist() == want.observed_us.tolist()
     assert got.flops.tolist() == want.flops.tolist()

@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from accel.ops import OpArrays, RequestArrays, RunArrays, sorted_used
 from accel.stages import OTHER, STAGES
@@ -110,8 +111,24 @@ def verify(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
 
 
 def has_op_table(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
-    """Whether the run has an op table (whose columns load without decoding, see op_table)."""
-    return op_table.beside(_events_file(con, run_id)).is_file()
+    """Whether the run's op columns load without decoding (an op table, see op_table): a
+    scheduling hint, so the cached table's own checks are left to the load."""
+    events = _events_file(con, run_id)
+    digest = _events_digest(con, run_id, events)
+    return op_table.beside(events).is_file() or (
+        digest is not None and op_table.cache_path(digest).is_file()
+    )
+
+
+def _events_digest(con: duckdb.DuckDBPyConnection, run_id: str, events: Path) -> str | None:
+    """The content hash the run's events file was committed with (None for runs from before
+    hashes were recorded, which get no cached op table)."""
+    store = db.store_of(con)
+    try:
+        hashes = integrity.recorded(run_file(store, run_id))
+    except WorkbenchError:
+        return None
+    return None if hashes is None else hashes.get(events.relative_to(store).as_posix())
 
 
 def _events_file(con: duckdb.DuckDBPyConnection, run_id: str) -> Path:
@@ -125,20 +142,43 @@ def _request_index(requests: pa.Table, skip_requests: Collection[str]) -> dict[s
     return {r: i for i, r in enumerate(kept)}
 
 
+def _op_table(
+    con: duckdb.DuckDBPyConnection, run_id: str, all_ids: list[str], table_ok: bool
+) -> op_table.OpTable | None:
+    """The run's op table: one committed beside its events file (older stores), else the
+    cached one, else, for a big run, one made now from the Parquet and cached for next time;
+    None for a small run or one without recorded hashes (its Parquet is read)."""
+    events = _events_file(con, run_id)
+    stored = op_table.read(events) if table_ok else None
+    if stored is not None:
+        return stored
+    digest = _events_digest(con, run_id, events)
+    if digest is None:
+        return None
+    # The footer says how many events (a load verified the file against `digest` already).
+    if pq.ParquetFile(events).metadata.num_rows < op_table.MIN_EVENTS:
+        return None
+    hit = op_table.cached(events, digest, all_ids)
+    if hit is not None:
+        return hit
+    made = op_table.OpTable(op_columns.read(events, {r: i for i, r in enumerate(all_ids)}), all_ids)
+    op_table.store_cached(events, digest, made)
+    return made
+
+
 def _load_ops(
     con: duckdb.DuckDBPyConnection,
     run_id: str,
     requests: dict[str, int],
+    all_ids: list[str],
     texts: bool,
     table_ok: bool = True,
 ) -> OpArrays:
-    events = _events_file(con, run_id)
-    # The op table written at commit (big runs) holds these columns ready to map; without one
-    # (small or older runs, a Parquet file rewritten since, or a table whose content hash no
-    # longer matches) they are read from the Parquet.
-    stored = op_table.read(events) if table_ok else None
+    table = _op_table(con, run_id, all_ids, table_ok)
     found = (
-        stored.for_requests(requests) if stored is not None else op_columns.read(events, requests)
+        table.for_requests(requests)
+        if table is not None
+        else op_columns.read(_events_file(con, run_id), requests)
     )
     cols = dict(found.cols)
     kernel_vocab, kernel_code = found.kernel_vocab, cols["kernel_code"]
@@ -179,12 +219,13 @@ def load_run_arrays(
         progress(f"loading requests of {run_id}", 0.0)
     all_requests = db.query(con, "run_requests", {"run_id": run_id, "skip_requests": []})
     index = _request_index(all_requests, skip_requests)
+    all_ids = [r for r in all_requests.column("request_id").to_pylist() if r is not None]
     keep = np.asarray([r in index for r in all_requests.column("request_id").to_pylist()])
     requests = _request_arrays(all_requests.filter(pa.array(keep, pa.bool_())))
     del all_requests
     if progress:
         progress(f"loading ops of {run_id}", 0.3)
-    ops = _load_ops(con, run_id, index, texts, table_ok)
+    ops = _load_ops(con, run_id, index, all_ids, texts, table_ok)
     if progress:
         progress(f"loaded {run_id}", 1.0)
     if shapes is None:

@@ -27,20 +27,23 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, fill: Callable[[BinaryIO], object]) -> None:
+def write_atomic(path: Path, fill: Callable[[BinaryIO], object], *, durable: bool = True) -> None:
     """Write `path` through `fill`, all or nothing: readers see the old file or the whole new
-    one, and a failure (a full disk) leaves no temporary file behind."""
+    one, and a failure (a full disk) leaves no temporary file behind. `durable` False skips
+    the fsyncs, for a cache whose reader checks its content anyway."""
     tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "wb") as fh:
             fill(fh)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 _SIGNALS = tuple(

@@ -245,11 +245,7 @@ def _import_decoded(
     n_bytes = opened.n_bytes
     check_cancel(cancel, subject)
     release_freed()
-    # Here, not at the top: op_table brings op_columns' imports, which only the commit needs.
-    from workbench.store import op_table
-
-    # A run that gets an op table has it made from dictionary-encoded text (layout).
-    att = attribute(cols, args, rules, pattern, text_for_ops=cols.n >= op_table.MIN_EVENTS)
+    att = attribute(cols, args, rules, pattern)
     t0, n_kept, counts = float(cols.ts.min()), cols.n, _counts(cols)
     # The events table holds what the store needs: the decoded columns go before the commit.
     del cols, args
@@ -290,9 +286,7 @@ def _import_decoded(
     if progress is not None:
         progress(IngestProgress(subject, "write", n_bytes, n_bytes, n_kept))
     try:
-        tables = RunTables(
-            run, att.events, requests, compiles, att.packed_args, att.events_text, tokens
-        )
+        tables = RunTables(run, att.events, requests, compiles, att.packed_args, tokens=tokens)
         commit_run(store, tables, source=subject)
     except RunExists:
         # An identical import committed meanwhile (two at once): this one changes nothing.

@@ -8,7 +8,7 @@ import re
 import shutil
 import stat
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,9 +77,6 @@ class RunTables:
     # The events' args column when an import holds it packed: `events` lacks it then, and it is
     # unpacked one row group at a time as the events file is written.
     events_args: PackedText | None = None
-    # Some of `events`' text columns dictionary-encoded (the same values) when the importer
-    # has them so: the op table is made from them, not by hashing every row's string again.
-    events_text: Mapping[str, pa.Array] | None = None
     # v3: one row per output token of an LLM-serving run; None writes the empty table.
     tokens: pa.Table | None = None
 
@@ -291,42 +288,17 @@ def write_table(table: pa.Table, file_schema: pa.Schema, path: Path) -> None:
 
 
 def stage_tables(stage: Path, tables: RunTables) -> pa.Table:
-    """A run's partition files (and op table) in a staging directory; returns its runs row."""
-    from concurrent.futures import Future, ThreadPoolExecutor
+    """A run's partition files in a staging directory; returns its runs row. (A big run's op
+    table is a cache made on its first load, not a store file: see op_table.)"""
+    from workbench.store import schema
 
-    import pyarrow as pa
-
-    from workbench.store import op_columns, op_table, schema
-
-    with ThreadPoolExecutor(1) as pool:
-        ops: Future[op_columns.OpColumns] | None = None
-        ids: list[str] = []
-        if tables.events.num_rows >= op_table.MIN_EVENTS:
-            # The op columns of the events file, made from the table in memory while the file
-            # is written (both mostly outside the GIL), not decoded back from it afterwards.
-            ids = [r for r in tables.requests.column("request_id").to_pylist() if r is not None]
-            index = {r: i for i, r in enumerate(ids)}
-            events_schema = schema.PARTITIONED["events"]
-            if tables.events_args is not None:
-                events_schema = events_schema.remove(events_schema.get_field_index("args"))
-            # Conformed as the file is written: the same columns and types as it reads back.
-            source = _conform(tables.events, events_schema)
-            for name, encoded in (tables.events_text or {}).items():
-                at = source.schema.get_field_index(name)
-                source = source.set_column(at, pa.field(name, encoded.type), encoded)
-            ops = pool.submit(op_columns.of_table, source, index)
-        for name, file_schema in schema.PARTITIONED.items():
-            path = stage / name / PART_FILE
-            if name == "events" and tables.events_args is not None:
-                _write_packed(tables.events, "args", tables.events_args, file_schema, path)
-            else:
-                table = getattr(tables, name)
-                write_table(
-                    file_schema.empty_table() if table is None else table, file_schema, path
-                )
-        if ops is not None:
-            # In the staging directory, so it lands with the run, in the same rename.
-            op_table.write(stage / "events" / PART_FILE, ids, ops.result())
+    for name, file_schema in schema.PARTITIONED.items():
+        path = stage / name / PART_FILE
+        if name == "events" and tables.events_args is not None:
+            _write_packed(tables.events, "args", tables.events_args, file_schema, path)
+        else:
+            table = getattr(tables, name)
+            write_table(file_schema.empty_table() if table is None else table, file_schema, path)
     return tables.run
 
 

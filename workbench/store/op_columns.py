@@ -390,28 +390,6 @@ def read(path: Path, requests: dict[str, int]) -> OpColumns:
     return _columns(_read_ops(path, requests))
 
 
-def of_table(events: pa.Table, requests: dict[str, int]) -> OpColumns:
-    """read() of the file that `events` (an events table in the file's schema, in memory)
-    writes: the same columns, without decoding the file back."""
-    columns = [c for c in _OP_COLUMNS if c in events.column_names]
-    reader = _OpReader(events.num_rows, requests)
-    for batch in events.select(columns).to_batches(max_chunksize=_BATCH_ROWS):
-        # The file's text columns read back as dictionaries (read_dictionary): encoded here
-        # unless the caller gave them so (any dictionary does: values are looked up by value).
-        reader.add(
-            pa.record_batch(
-                [
-                    pc.dictionary_encode(col)
-                    if name in _TEXT_COLUMNS and not pa.types.is_dictionary(col.type)
-                    else col
-                    for name, col in zip(batch.schema.names, batch.columns, strict=True)
-                ],
-                names=batch.schema.names,
-            )
-        )
-    return _columns(reader)
-
-
 def _columns(reader: _OpReader) -> OpColumns:
     """The finished columns of a reader, names and kernels coded into sorted vocabularies."""
     cols = reader.finish()

@@ -79,9 +79,6 @@ class Attributed:
     unattributed_by_category: dict[str, tuple[int, float]] = field(default_factory=dict)
     # The args column when decoded packed: `events` then lacks it (layout writes it back in).
     packed_args: PackedText | None = None
-    # Text columns of `events` again, dictionary-encoded (the same values): the op table is
-    # made from these rather than by hashing every row's string once more (layout.RunTables).
-    events_text: dict[str, pa.DictionaryArray] | None = None
 
 
 def _masked(values: I64, valid: npt.NDArray[np.bool_], typ: pa.DataType) -> pa.Array:
@@ -98,11 +95,8 @@ def attribute(
     args: ArgColumns,
     rules: Rules,
     pattern: re.Pattern[str] | None,
-    text_for_ops: bool = False,
 ) -> Attributed:
-    """Stages, requests, launch and nesting links, compile marks; columns in store shape.
-    `text_for_ops`: also hand the text columns over dictionary-encoded (events_text), for a
-    run that gets an op table."""
+    """Stages, requests, launch and nesting links, compile marks; columns in store shape."""
     n = cols.n
     ts, dur = cols.ts, cols.dur
     end = ts + dur
@@ -145,11 +139,6 @@ def attribute(
     name_str = name.cast(pa.string())
     kernel = _masked_view(name_str, is_kernel)
     lanes = kernel_lanes(kernel_mask, args.device, args.stream, cols)
-    events_text = (
-        _events_text(cols, kernel_mask, request_idx, ids_arr, stage_idx, stage_names)
-        if text_for_ops
-        else None
-    )
     nulls_f = null_arrays.nulls(n, pa.float64())
     columns: dict[str, Any] = {
         "event_id": pa.array(np.arange(n, dtype=np.int64)),
@@ -225,41 +214,7 @@ def attribute(
         unattributed_by_category=unattributed(cols.category, stage),
         graph=graph_replays(rules, pairs, runtime, device, launcher),
         packed_args=packed,
-        events_text=events_text,
     )
-
-
-def _events_text(
-    cols: TraceColumns,
-    kernel_mask: npt.NDArray[np.bool_],
-    request_idx: pa.Array,
-    request_ids: pa.Array,
-    stage_idx: pa.Array,
-    stage_names: pa.Array,
-) -> dict[str, pa.DictionaryArray]:
-    """The events' request_id, stage, category, name and kernel columns dictionary-encoded:
-    the same values as the string columns, from the codes attribution has anyway."""
-    name_codes, name_values = _used_values(cols.name_codes, cols.names)
-    return {
-        "request_id": pa.DictionaryArray.from_arrays(request_idx, request_ids),
-        "stage": pa.DictionaryArray.from_arrays(stage_idx, stage_names),
-        "category": cols.category,
-        "name": pa.DictionaryArray.from_arrays(name_codes, name_values),
-        "kernel": pa.DictionaryArray.from_arrays(
-            pa.array(name_codes, mask=~kernel_mask), name_values
-        ),
-    }
-
-
-def _used_values(codes: npt.NDArray[Any], values: list[str | None]) -> tuple[I32, pa.Array]:
-    """Codes into `values` renumbered into only the values they use, and those values: an
-    nsys export's name list is all its StringIds, which every batch of the op table's reader
-    would otherwise turn into Python strings."""
-    used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
-    renumber = np.zeros(max(len(values), 1), dtype=np.int32)
-    renumber[used] = np.arange(used.size, dtype=np.int32)
-    kept = pa.array(values, type=pa.string()).take(pa.array(used))
-    return renumber[codes], kept
 
 
 def _masked_view(values: pa.Array, keep: pa.Array) -> pa.Array:

@@ -10,8 +10,8 @@ nothing and its memory and its share of the work do not grow with the fleet. Eve
 request keeps its host, rank and window; event ids stay unique as (file index << 32) + id in
 the file, request ids are prefixed with host.rank.window. The run commits all-or-nothing
 (layout).
-A fleet run gets no op table (store/op_table.py): building one holds every op of the run in one
-process, which is what this module avoids; `workbench triage` reads its ops from the Parquet.
+The commit makes no op table (that would hold every op of the run in one process, which is
+what this module avoids); like any big run, its first triage caches one (store/op_table.py).
 
 Where a file's host and rank come from: its Kineto header (hostname, distributedInfo.rank),
 else the name of the directory holding it for the host. Its window is its order among the
