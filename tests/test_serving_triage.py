@@ -100,6 +100,25 @@ def test_itl_intervals_resample_whole_requests(store: Path) -> None:
     assert (lo, hi) != pytest.approx((tlo, thi), rel=0.01)
 
 
+def test_the_text_says_what_the_verdict_rests_on(store: Path) -> None:
+    """A verdict read in TTFT rests on no replay: the header says so and no guessed hardware
+    profile is warned of; the warm-up and tail-driver lines, which read the end-to-end latency,
+    say e2e, so that no number beside the TTFT verdict passes for a TTFT one."""
+    got = run_workbench(["triage", "--store", str(store), "--failing", "kv-failing",
+                         "--comparator", "kv-comparator"])  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    text = got.stdout
+    assert text.splitlines()[0].endswith("(comparator), read in its SLOs")
+    assert "replayed on" not in text and "no hardware profile" not in text
+    assert "e2e p99" in text.replace("\n  ", " ").split("WARM-UP", 1)[1].split("\n")[0]
+    assert "TAIL DRIVERS  share of the e2e p99 gap: " in text
+    # Read in e2e (asked for), the same pair was replayed and says where.
+    e2e = run_workbench(["triage", "--store", str(store), "--failing", "kv-failing",
+                         "--comparator", "kv-comparator", "--slo", "e2e"])  # fmt: skip
+    assert e2e.returncode == 0, e2e.stderr
+    assert "TAIL DRIVERS  share of p99 gap: " in e2e.stdout
+
+
 def test_records_alone_are_a_run_without_a_stage_split(tmp_path: Path) -> None:
     s = tmp_path / "s"
     got = run_workbench(["ingest", str(PAIR / "failing" / "vllm_bench.json"), "--store", str(s),

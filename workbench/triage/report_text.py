@@ -63,9 +63,12 @@ def _rerun_line(rerun: dict[str, dict[str, float]]) -> str:
 
 def render(r: TriageResult) -> str:
     """Plain text, widest line under 110 columns; times in milliseconds."""
-    out: list[str] = [
-        f"TRIAGE  {r.failing} (failing) vs {r.comparator} (comparator), replayed on {r.hardware}"
-    ]
+    # A verdict read in a serving SLO rests on no replay (TriageResult.replay is then empty).
+    how = "read in its SLOs" if r.primary_slo and not r.replay else f"replayed on {r.hardware}"
+    out: list[str] = [f"TRIAGE  {r.failing} (failing) vs {r.comparator} (comparator), {how}"]
+    # The warm-up and tail-driver readings are of the end-to-end latency: said so where the
+    # verdict is in another SLO.
+    e2e = " e2e" if r.primary_slo not in (None, "e2e") else ""
     if r.comparator_reasons:
         out.append("  comparator: " + "; ".join(r.comparator_reasons))
     if r.warnings:
@@ -118,7 +121,7 @@ def render(r: TriageResult) -> str:
             f"WARM-UP  failing {w.get('warmup_compiles', 0)} compile(s) "
             f"{_ms(w.get('warmup_compile_us'))} ms, comparator {wc.get('warmup_compiles', 0)} "
             f"compile(s) {_ms(wc.get('warmup_compile_us'))} ms; "
-            f"{r.warmup.get('excluded_requests', 0)} requests left out; p99 gap with warm-up "
+            f"{r.warmup.get('excluded_requests', 0)} requests left out;{e2e} p99 gap with warm-up "
             f"{_ci(r.latency_with_warmup.diff['p99'])} ms",
             "",
             "  ",
@@ -135,7 +138,7 @@ def render(r: TriageResult) -> str:
             out.append(f"  x{g['n']:<3} {_ms(g['total_us']):>9} ms  {g['reason'][:80]}")
     if r.tail_drivers:
         out.append(
-            "TAIL DRIVERS  share of p99 gap: "
+            f"TAIL DRIVERS  share of{' the' + e2e if e2e else ''} p99 gap: "
             + ", ".join(f"{d['driver']} {_pct(d['share'])}" for d in r.tail_drivers)
         )
     out.append(f"SHAPE DRIFT  PSI {r.drift_psi:.3f}" if math.isfinite(r.drift_psi) else "")

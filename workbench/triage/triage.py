@@ -191,6 +191,9 @@ def replay_doc(loc: Localization) -> dict[str, Any]:
     return {"decided_by": loc.decided_by, "quantiles": list(SUMMARY_QNAMES), "rows": rows}
 
 
+NO_PROFILE: Final = "no hardware profile matches run hardware"
+
+
 def profile_for(hardware_tag: str | None, requested: str | None) -> tuple[HardwareProfile, str]:
     """The profile to replay on, and a warning when it is a guess."""
     if requested:
@@ -202,8 +205,7 @@ def profile_for(hardware_tag: str | None, requested: str | None) -> tuple[Hardwa
     if name is not None:
         return get_profile(name), ""
     return get_profile(DEFAULT_PROFILE), (
-        f"no hardware profile matches run hardware {hardware_tag or 'unknown'}: replayed on "
-        f"{DEFAULT_PROFILE} (pass --hardware)"
+        f"{NO_PROFILE} {hardware_tag or 'unknown'}: replayed on {DEFAULT_PROFILE} (pass --hardware)"
     )
 
 
@@ -265,6 +267,9 @@ def triage(
                 con, result.failing, result.comparator, result.triggered, result.verdict, slo,
                 policy or TriggerPolicy(),
             )  # fmt: skip
+            if serving.get("replay") == {}:
+                # Read in its SLOs, not replayed: a guessed replay profile says nothing of it.
+                serving["warnings"] = [w for w in result.warnings if not w.startswith(NO_PROFILE)]
             return replace(result, **serving)
     finally:
         con.close()
