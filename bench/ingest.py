@@ -12,8 +12,13 @@ ours, our tree's peak over HTA's. Without it the in-process ratios use --hta-jso
 of bench/hta_reference.py) or else the figures quoted in the issue (labelled so). MB and MB/s
 are of the JSON text (uncompressed, also for a .gz trace). A trace this big has its args
 decoded on a second process (store/importers/kineto/args_process.py): the tree's peak and CPU include it, and
-WORKBENCH_ARGS_PROCESS=0 in the environment measures the import on one process instead. Ends
-with one JSON line.
+WORKBENCH_ARGS_PROCESS=0 in the environment measures the import on one process instead.
+Beside each import, as a whole process too, the floor of any import that keeps the events
+(FLOOR): the traceEvents array split at an event boundary into one half per core, each half
+decoded by msgspec into the columns a store keeps of every event (ph, cat, name, pid, tid, ts,
+dur; the rest parsed and dropped) on its own process, and one zstd Parquet write of them; no
+attribution, requests or args. `floor_ratio` is our whole process over the floor's. Ends with
+one JSON line.
 
     uv run python bench/ingest.py [--trace PATH] [--mb 209] [--repeat 3] [--profile]
         [--hta-python /work/venvs/hta-fleet/bin/python | --hta-json HTA_OUTPUT]
@@ -55,6 +60,70 @@ print(json.dumps({"import_s": t1 - t0, "load_s": load_s, "ranks": len(a.t.traces
                   "self_peak_mb": max(me.ru_maxrss, kids.ru_maxrss) / 1024,
                   "versions": {k: version(k) for k in ("HolisticTraceAnalysis", "pandas")}}))
 """
+
+
+# Runs as its own process (see the docstring). The split point: the top-level boundary between
+# two events nearest the middle; json.dumps(indent=2) layouts (the built trace, the serving
+# captures it copies) put one there as "},\n" then "{" at the events' indentation.
+FLOOR = r"""
+import json, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+import msgspec, pyarrow as pa, pyarrow.parquet as pq
+
+class Event(msgspec.Struct):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+    dur: float = 0.0
+
+def half(job):
+    path, a, b = job
+    with open(path, "rb") as f:
+        f.seek(a)
+        body = f.read(b - a)
+    events = msgspec.json.decode(b"[" + body + b"]", type=list[Event])
+    return pa.table({
+        "ph": [e.ph for e in events], "cat": [e.cat for e in events],
+        "name": [e.name for e in events], "pid": [str(e.pid) for e in events],
+        "tid": [str(e.tid) for e in events], "ts": [e.ts for e in events],
+        "dur": [e.dur for e in events]})
+
+def main(path, out, sep):
+    data = open(path, "rb").read()
+    start = data.index(b"[", data.index(b'"traceEvents"')) + 1
+    end = data.rindex(b"]")
+    mid = data.find(sep, (start + end) // 2)
+    cut = mid + sep.index(b",")
+    jobs = [(path, start, cut), (path, cut + 1, end)]
+    del data
+    with ProcessPoolExecutor(2) as pool:
+        parts = list(pool.map(half, jobs))
+    table = pa.concat_tables(parts)
+    pq.write_table(table, out, compression="zstd")
+    print(json.dumps({"floor_events": table.num_rows}))
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]).encode())
+"""
+FLOOR_SEP = "\n    },\n    {"
+
+
+def floor_sample(trace: Path, work: Path) -> dict[str, Any] | None:
+    """FLOOR as a whole process on `trace` (plain JSON only: None for a .gz trace)."""
+    if trace.suffix == ".gz":
+        return None
+    from whole_process import bytecode_env, run_tree
+
+    script = work / "floor.py"
+    script.write_text(FLOOR, encoding="utf-8")
+    out = work / "floor.parquet"
+    r = run_tree([sys.executable, str(script), str(trace), str(out), json.dumps(FLOOR_SEP)],
+                 bytecode_env(work))  # fmt: skip
+    out.unlink(missing_ok=True)
+    return r
 
 
 def build_trace(path: Path, mb: float) -> tuple[int, int]:
@@ -265,7 +334,13 @@ def main() -> None:
             sample(trace, work, profile=True)
             return
         sample(trace, work, profile=False)  # warm-up: bytecode cached, as after a first run
-        runs = [sample(trace, work, profile=False) for _ in range(args.repeat)]
+        floor_sample(trace, work)
+        runs, floors = [], []
+        for _ in range(args.repeat):  # ours and the floor side by side, in turns
+            runs.append(sample(trace, work, profile=False))
+            f = floor_sample(trace, work)
+            if f is not None:
+                floors.append(f)
         if args.hta_python:
             ref = hta_measured(trace, args.hta_python, work, args.repeat)
     assert ref is not None
@@ -314,6 +389,20 @@ def main() -> None:
         "load1_at_runs": [round(r["load1_start"], 1) for r in runs],
         **vs,
     }
+    if floors:
+        if any(f["floor_events"] != events for f in floors):  # the split lost or doubled some
+            raise SystemExit(f"floor decoded {floors[0]['floor_events']} events, ours {events}")
+        floor_s = med(f["wall_s"] for f in floors)
+        figures.update(
+            floor_process_s=round(floor_s, 3),
+            floor_process_cpu_s=round(med(f["tree_cpu_s"] for f in floors), 3),
+            floor_events=floors[0]["floor_events"],
+            floor_ratio=round(
+                med(r["wall_s"] / f["wall_s"] for r, f in zip(runs, floors, strict=True)), 2
+            ),
+        )
+        print(f"floor (2-process msgspec decode + one Parquet write): {floor_s:.2f} s; ours "
+              f"{figures['floor_ratio']}x it")  # fmt: skip
     if "process_s" in ref:
         # The goal's terms: whole process against whole process, memory of the process trees.
         figures.update(
