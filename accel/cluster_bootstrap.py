@@ -95,9 +95,7 @@ def cluster_quantile_intervals(
         return [(math.nan, math.nan, math.nan) for _ in qs]
     rng = np.random.default_rng(seed)
     boot = resampled_quantiles(a, codes, qs, boot_count(a.size, n_boot), rng)
-    bounds = np.quantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
-    est = np.quantile(a, list(qs), method=QUANTILE_METHOD)
-    return [(float(est[j]), float(bounds[0, j]), float(bounds[1, j])) for j in range(len(qs))]
+    return _percentile_intervals(np.quantile(a, list(qs), method=QUANTILE_METHOD), boot, alpha)
 
 
 def cluster_quantile_diffs(
@@ -119,8 +117,15 @@ def cluster_quantile_diffs(
     rng = np.random.default_rng(seed)
     n = boot_count(max(a.size, b.size), n_boot)
     boot = resampled_quantiles(a, ca, qs, n, rng) - resampled_quantiles(b, cb, qs, n, rng)
-    bounds = np.quantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
     diff = np.quantile(a, list(qs), method=QUANTILE_METHOD) - np.quantile(
         b, list(qs), method=QUANTILE_METHOD
     )
-    return [(float(diff[j]), float(bounds[0, j]), float(bounds[1, j])) for j in range(len(qs))]
+    return _percentile_intervals(diff, boot, alpha)
+
+
+def _percentile_intervals(
+    estimates: F64, boot: F64, alpha: float
+) -> list[tuple[float, float, float]]:
+    """Per column of boot (one per quantile): (estimate, lo, hi), the percentile interval."""
+    bounds = np.quantile(boot, [alpha / 2, 1 - alpha / 2], axis=0)
+    return [(float(e), float(lo), float(hi)) for e, lo, hi in zip(estimates, *bounds, strict=True)]
