@@ -57,6 +57,9 @@ def test_llm_incident_by_keys(store: Path) -> None:
             assert table_keys(app, "#stage-table")[0] == "latency"
             text = " ".join(screen_text(app).split())
             assert "In time to first token (the triage's default), tails over requests" in text
+            # The drivers are read on the end-to-end latency: said so beside a TTFT table.
+            detail = str(ev.query_one("#stage-detail").render())
+            assert "Drivers of the e2e p99 gap: " in detail
             await pilot.press("s")
             await pilot.pause(0.1)
             assert ev.slo == "itl"

@@ -417,7 +417,9 @@ class EvidenceScreen(StepScreen):
                 )
         drivers = b.tables.get("tail_drivers", [])
         if drivers:
-            text.append("\nDrivers of the p99 gap: ", "bold")
+            # Read on the end-to-end latency, whichever SLO the table above is in.
+            e2e = "e2e " if b.primary_slo else ""
+            text.append(f"\nDrivers of the {e2e}p99 gap: ", "bold")
             text.append(
                 "  ".join(
                     f"{d['driver']} {pct(d.get('share'))}"
