@@ -76,6 +76,6 @@ def test_nan_values_drop_out_and_an_empty_side_is_nan() -> None:
 
 
 def test_huge_runs_draw_fewer_resamples_not_fewer_than_the_floor() -> None:
-    assert boot_count(10_000, 2000) == 2000
-    assert 200 <= boot_count(5_000_000, 2000) < 2000
-    assert boot_count(10**10, 2000) == 200
+    assert boot_count(10_000, 100, 2000) == 2000
+    assert 200 <= boot_count(5_000_000, 40_000, 2000) < 2000
+    assert boot_count(10**10, 10**7, 2000) == 200
