@@ -131,15 +131,26 @@ def write(store: Path, spec: Spec) -> None:
     layout.commit_run(store, build(spec), source=f"synthetic:{spec.run_id}")
 
 
+# The comparator and the rollback candidate are long enough for a rollback to be shown
+# equivalent (each guardrail's interval inside its tolerance), as in the sample store.
+VALIDATION_N = 6000
+
+
 def incident_runs(store: Path) -> Path:
     """failing (execution burst) vs comparator, a fixed-metadata rerun and two candidates."""
-    write(store, Spec("comparator", seed=1))
+    write(store, Spec("comparator", n=VALIDATION_N, seed=1))
     write(store, Spec("failing", seed=2, slow={"execution": 1.8, "lowering": 1.1}))
     write(store, Spec("fixed-metadata", seed=3, slow={"execution": 1.8, "lowering": 1.1}))
-    write(store, Spec("candidate-rollback", seed=4))
+    write(store, Spec("candidate-rollback", n=VALIDATION_N, seed=4))
     write(
         store,
-        Spec("candidate-synthetic", seed=5, shapes=SYNTHETIC_SHAPES, shape_p=(0.5, 0.5)),
+        Spec(
+            "candidate-synthetic",
+            n=VALIDATION_N,
+            seed=5,
+            shapes=SYNTHETIC_SHAPES,
+            shape_p=(0.5, 0.5),
+        ),
     )
     return store
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from accel import stats
-from tests.incident_runs import incident_runs, triage_doc
+from tests.incident_runs import VALIDATION_N, incident_runs, triage_doc
 from tests.test_export_summary import check_schema
 from workbench.cli import main as cli_main
 from workbench.cli.main import main
@@ -209,7 +209,11 @@ def test_sample_incident_end_to_end(
         "comparator",
         "candidate-rollback",
     ]
-    assert all(p["compiles"] == 1 and p["ops"] == 400 for p in loop["compile_profile"])
+    assert [(p["compiles"], p["ops"]) for p in loop["compile_profile"]] == [
+        (1, 400),
+        (1, VALIDATION_N),
+        (1, VALIDATION_N),
+    ]
     assert {r["metric"] for r in loop["runtime_telemetry"]} == {"lowering", "execution"}
     assert loop["retuning_action"]["actions"][0]["text"].startswith("add an SRAM-fit check")
     assert loop["retuning_action"]["triage"][0]["kind"] == "split_fusion"
@@ -219,7 +223,7 @@ def test_sample_incident_end_to_end(
     v = doc["validation"]
     assert v["verdict"] == "PASS" and v["candidate"] == "candidate-rollback"
     assert len(v["cells"]) == 7 and all(
-        c["n_baseline"] == 400 for c in v["cells"] if c["unit"] == "us"
+        c["n_baseline"] == VALIDATION_N for c in v["cells"] if c["unit"] == "us"
     )
     assert doc["rollback_criteria"] and all(
         c["source"] == "guardrail" for c in doc["rollback_criteria"]

@@ -20,6 +20,8 @@ from workbench.incident.validation import validate_incident
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     s = incident_runs(tmp_path_factory.mktemp("gates") / "store")
     write(s, Spec("candidate-bad", seed=9, slow={"execution": 1.8}))
+    # The rollback's own distribution, measured on a window too short to show it equivalent.
+    write(s, Spec("candidate-short", n=400, seed=10))
     return s
 
 
@@ -195,3 +197,26 @@ def test_roster_and_overdue_actions(store: Path, tmp_path: Path) -> None:
     assert not overdue_actions(inc, date(2026, 1, 11))
     # Artifact actions of the owners fall due a week after assignment.
     assert {a.owner for a in overdue_actions(inc, date(2100, 1, 1))} == {"carol", "dave"}
+
+
+def test_a_candidate_too_short_to_show_equivalence_is_inconclusive_and_cannot_close(
+    store: Path,
+) -> None:
+    # Through the real CLI: its intervals cover 0, but also a breach of the tolerance.
+    import subprocess
+    import sys
+
+    iid = assigned(store)
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench", "validate", "--incident", iid,
+         "--candidate", "candidate-short", "--store", str(store), "--actor", "alice"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "INCONCLUSIVE" in done.stdout and "undecided" in done.stdout
+    assert "holds both no change and a breach of the tolerated" in done.stdout
+    assert "requests a side (now 6,000 / 400) would decide" in done.stdout
+    inc = load_incident(store, iid)
+    assert inc.validation is not None and inc.validation.verdict == "INCONCLUSIVE"
+    assert any(c.classification == "Undecided" and not c.passed for c in inc.validation.cells)
+    refused(store, iid, "says INCONCLUSIVE")

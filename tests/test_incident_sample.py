@@ -135,7 +135,7 @@ def check_brief(store: Path, doc: dict[str, Any], tmp_path: Path) -> None:
     assert list(doc)[:2] == ["schema", "brief"]
     assert brief_lines(store, "INC-sample") == lines_of(brief)
     what = brief["what_regressed"][0]
-    assert what.startswith("end-to-end p99 +1.686 ms (+124.1%, 95% CI [")
+    assert what.startswith("end-to-end p99 +1.655 ms (+119.1%, 95% CI [")
     assert "since compiler_version 2.4.0 → 2.5.0" in what and "NVIDIA H100" in what
     # One interval, one number: the brief's p99 CI is the triage claim's and the impact table's.
     claim = next(c for c in doc["localization"]["claims"] if c["query"] == "stage_quantiles")
@@ -148,8 +148,8 @@ def check_brief(store: Path, doc: dict[str, Any], tmp_path: Path) -> None:
         "triage"
     )
     why = " ".join(brief["why"])
-    assert "fused ops 9,600 vs 3,840 (n = 11,520 / 11,520 ops)" in why
-    assert "p95 working set per fusion group 673 MB vs 172 MB (n = 480 / 480" in why
+    assert "fused ops 9,600 vs 96,000 (n = 11,520 / 288,000 ops)" in why
+    assert "p95 working set per fusion group 673 MB vs 172 MB (n = 480 / 12,000" in why
     assert brief["fix"][0].startswith("candidate-rollback: compiler_version 2.5.1 (failing 2.5.0")
     assert brief["verdict"][0] == "candidate-rollback PASS: 7/7 guardrails pass (score 1.00)"
     assert brief["verdict"][1].startswith("Earlier: candidate-synthetic REFUSED: not measured")
@@ -160,5 +160,5 @@ def check_brief(store: Path, doc: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "summary.md"
     assert cli(store, "export", "--incident", "INC-sample", "-o", str(out)) == 0
     top = first_screenful(out.read_text(encoding="utf-8"))
-    for needle in ("compiler_version 2.5.1", "9,600 vs 3,840", "673 MB vs 172 MB", "PASS"):
+    for needle in ("compiler_version 2.5.1", "9,600 vs 96,000", "673 MB vs 172 MB", "PASS"):
         assert needle in top, (needle, top)

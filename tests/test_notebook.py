@@ -113,7 +113,7 @@ def test_notebook_runs_on_a_real_kernel_and_tells_the_known_incident(
         "manifest_stage='execution'",
         "mechanism='fusion_memory_burst'",
         "n_failing=240",
-        "n_comparator=240",
+        "n_comparator=6000",
     ):
         assert field in verdict
 

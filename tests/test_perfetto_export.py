@@ -93,8 +93,8 @@ def test_cli_writes_one_line_and_changes_nothing_else(sample: dict[str, Any]) ->
     out, done = sample["out"], sample["done"]
     assert store_hash(sample["store"]) == sample["before"]  # the store and incident record too
     assert done.stdout == (
-        f"wrote {out} ({out.stat().st_size} bytes): requests failing 240, comparator 240; "
-        "'r000227' of failing aligned with 'r000060' of comparator\n"
+        f"wrote {out} ({out.stat().st_size} bytes): requests failing 240, comparator 6000; "
+        "'r000227' of failing aligned with 'r002437' of comparator\n"
     )
     assert sorted(p.name for p in out.parent.iterdir()) == [out.name]  # no temporary file left
 
@@ -186,7 +186,7 @@ def test_our_importer_reads_it_back(sample: dict[str, Any], tmp_path: Path) -> N
     # Every request of both runs, each with its latency.
     want = _requests(sample["store"], "failing", "comparator")
     got = _requests(back, "ab")
-    assert len(got) == len(want) == 480
+    assert len(got) == len(want) == 240 + 6000
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6)
     con = duckdb.connect()
     rows = con.execute(
@@ -212,7 +212,7 @@ def test_holistic_trace_analysis_reads_it(sample: dict[str, Any], tmp_path: Path
     name = df["name"].map(lambda i: symbols[i])
     cat = df["cat"].map(lambda i: symbols[i])
     requests = df[cat == "user_annotation"]
-    assert requests.groupby("pid").size().to_dict() == {2: 240, 3: 240}
+    assert requests.groupby("pid").size().to_dict() == {2: 240, 3: 6000}
     annotations = {n for n in symbols if ANNOTATION.match(str(n))}
     assert {"origin: lowering", "manifest: execution", "verdict: regression"} <= annotations
     assert {"finding: p99 latency gap", "finding: execution p99 own time"} <= annotations

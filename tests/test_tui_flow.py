@@ -296,7 +296,7 @@ def test_whole_flow_by_keys_with_a_restart_in_the_middle(store: Path, tmp_path: 
     summary = md.read_text(encoding="utf-8")
     # The export's first screenful is the brief: the fix's compiler version, the fusion numbers.
     first = "\n".join(summary.splitlines()[:24])
-    assert "## Brief" in first and "2.5.1" in first and "9,600 vs 3,840" in first
+    assert "## Brief" in first and "2.5.1" in first and "9,600 vs 96,000" in first
     for needle in (
         iid,
         "closed",

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from accel import stats
-from tests.incident_runs import PRODUCTION_SHAPES, Spec, incident_runs, triage_doc, write
+from tests.incident_runs import (
+    PRODUCTION_SHAPES,
+    VALIDATION_N,
+    Spec,
+    incident_runs,
+    triage_doc,
+    write,
+)
 from workbench.errors import WorkbenchError
 from workbench.incident import workflow
 from workbench.incident.guardrails import default_guardrails, load_guardrails, rollback_criteria
@@ -39,7 +46,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shape_p=(0.4, 0.24, 0.16, 0.2),
         ),
     )
-    write(s, Spec("candidate-noquality", seed=8, quality=None))
+    write(s, Spec("candidate-noquality", n=VALIDATION_N, seed=8, quality=None))
     create_incident(s, "t", "sev2", "alice", incident_id="INC-v")
     workflow.attach_triage(s, "INC-v", triage_doc(), "alice")
     return s
@@ -69,7 +76,7 @@ def test_samples_come_from_the_store(store: Path) -> None:
 def test_production_like_candidate_passes_the_replay_check(store: Path) -> None:
     rc = replay_check(samples(store, "failing"), samples(store, "candidate-rollback"))
     assert rc.passed and rc.psi is not None and rc.psi < PSI_THRESHOLD and rc.unseen_share == 0.0
-    assert (rc.n_reference, rc.n_candidate) == (400, 400)
+    assert (rc.n_reference, rc.n_candidate) == (400, VALIDATION_N)
     # Sizes 8x128x512, 16x.. and 32x.. elements: the reference's deciles bound the buckets.
     assert [s["shape_key"] for s in rc.top_shapes] == [
         "< 524,288 elements",
@@ -79,7 +86,7 @@ def test_production_like_candidate_passes_the_replay_check(store: Path) -> None:
     ]
     ref = [s["n_reference"] for s in rc.top_shapes]
     cand = [s["n_candidate"] for s in rc.top_shapes]
-    assert sum(ref) == sum(cand) == 400 and ref[0] == cand[0] == 0
+    assert (sum(ref), sum(cand)) == (400, VALIDATION_N) and ref[0] == cand[0] == 0
     assert rc.psi == pytest.approx(stats.psi(ref, cand))
 
 

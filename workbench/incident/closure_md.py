@@ -21,7 +21,12 @@ _VERDICT_MARK = {
     "REFUSED": "⛔ REFUSED",
     "INCONCLUSIVE": "⚠️ INCONCLUSIVE",
 }
-_OUTCOME_MARK = {"pass": "✅ pass", "better": "➖ better", "fail": "❌ fail"}
+_OUTCOME_MARK = {
+    "pass": "✅ pass",
+    "better": "➖ better",
+    "fail": "❌ fail",
+    "undecided": "⚠️ undecided",
+}
 
 
 def fix(doc: dict[str, Any]) -> list[str]:
@@ -139,7 +144,8 @@ def validation(doc: dict[str, Any]) -> list[str]:
         f"**Verdict: {_VERDICT_MARK.get(v['verdict'], esc(v['verdict']))}** — candidate "
         f"{code(v['candidate'])} against the {esc(v['baseline_role'])} {code(v['baseline'])}; "
         f"score {v['score']:.2f} (PASS needs ≥ {v['pass_threshold']}, every guardrail on ≥ 50 "
-        f"samples a side, and production-like shapes); validated {esc(v['validated_at'])} by "
+        "samples a side with its interval inside its tolerance, and production-like shapes); "
+        f"validated {esc(v['validated_at'])} by "
         f"{esc(v['validated_by'])}.",
         "",
     ]

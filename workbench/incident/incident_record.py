@@ -91,7 +91,7 @@ class Cell(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True
 
     metric: str
     label: str
-    classification: str  # Pass | High | Low | Nodata
+    classification: str  # Pass | High | Low | Undecided | Nodata
     passed: bool
     critical: bool
     direction: str
@@ -112,6 +112,9 @@ class Cell(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True
     shift_low: float | None = None
     shift_high: float | None = None
     p_value: float | None = None
+    # The change tolerated on the bad side (tolerance x |baseline|, at least min_effect); None in
+    # a record written before equivalence was judged (verdict.py then takes it from the guardrail).
+    allowed: float | None = None
 
 
 class Validation(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):

@@ -16,14 +16,17 @@ Statistics (all from accel.stats, none computed here):
 
 Classification, with [lo, hi] the interval of d and `allowed` = tolerance x |baseline value|
 (at least the guardrail's min_effect):
-  High    lo > 0 and d > allowed    significantly higher, by more than the tolerance
-  Low     hi < 0 and d < -allowed   significantly lower, by more than the tolerance
-  Pass    otherwise                 the interval covers 0, or the change is within tolerance
-  Nodata  either side has no sample
-Requiring both significance and a material change keeps noise and harmless but significant
-shifts from failing a candidate. A cell fails when its class is on the guardrail's bad side
-(High for "increase", Low for "decrease", either for "both") and both sides have MIN_SAMPLES;
-with fewer it cannot pass either. The verdict is verdict.py's, the one place that decides it.
+  High       lo > 0 and d > allowed    significantly higher, by more than the tolerance
+  Low        hi < 0 and d < -allowed   significantly lower, by more than the tolerance
+  Pass       otherwise, when [lo, hi] lies inside the tolerance on the bad side: equivalent
+             (two one-sided tests, verdict.equivalent)
+  Undecided  otherwise: the interval holds both no change and a breach of the tolerance
+  Nodata     either side has no sample
+Failing needs both significance and a material change, so noise and harmless but significant
+shifts do not fail a candidate; passing needs equivalence, so a run too short to exclude a breach
+does not pass one. A cell fails when its class is on the guardrail's bad side (High for
+"increase", Low for "decrease", either for "both") and both sides have MIN_SAMPLES; with fewer
+it cannot pass either. The verdict is verdict.py's, the one place that decides it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,15 @@ import msgspec
 from accel import stats
 from workbench.incident.guardrails import Measurement, RunSamples, allowed_change, measure
 from workbench.incident.incident import Cell, Guardrail
-from workbench.incident.verdict import MIN_SAMPLES, bad_side, guardrail_verdict
+from workbench.incident.verdict import (
+    MIN_SAMPLES,
+    UNDECIDED,
+    bad_side,
+    equivalent,
+    fmt_change,
+    guardrail_verdict,
+    undecided_why,
+)
 
 CONFIDENCE: Final[float] = 0.95
 N_BOOT: Final[int] = 2000
@@ -54,12 +65,6 @@ class JudgeResult:
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
-
-
-def _fmt(x: float, unit: str) -> str:
-    if unit == "share":
-        return f"{100 * x:.2f}%"
-    return f"{x:,.4g} {'µs' if unit == 'us' else unit}"
 
 
 def judge_cell(g: Guardrail, baseline: Measurement, candidate: Measurement) -> Cell:
@@ -129,26 +134,29 @@ def judge_cell(g: Guardrail, baseline: Measurement, candidate: Measurement) -> C
         p_value = _finite(stats.mann_whitney_u(candidate.sample, baseline.sample)[1])
     base_v, cand_v = baseline.value(), candidate.value()
     allowed = allowed_change(g, base_v)
-    ci = f"[{_fmt(lo, unit)}, {_fmt(hi, unit)}]"
+    ci = f"[{fmt_change(lo, unit)}, {fmt_change(hi, unit)}]"
     if lo > 0 and d > allowed:
         cls = "High"
-        why = f"higher by {_fmt(d, unit)}, CI {ci} above 0, beyond the tolerated {_fmt(allowed, unit)}"
+        why = f"higher by {fmt_change(d, unit)}, CI {ci} above 0, beyond the tolerated {fmt_change(allowed, unit)}"
     elif hi < 0 and d < -allowed:
         cls = "Low"
-        why = f"lower by {_fmt(-d, unit)}, CI {ci} below 0, beyond the tolerated {_fmt(allowed, unit)}"
-    elif lo <= 0 <= hi:
+        why = f"lower by {fmt_change(-d, unit)}, CI {ci} below 0, beyond the tolerated {fmt_change(allowed, unit)}"
+    elif equivalent(g.direction, lo, hi, allowed):
         cls = "Pass"
-        why = f"change {_fmt(d, unit)}, CI {ci} covers 0"
+        why = (
+            f"change {fmt_change(d, unit)}, CI {ci} inside the tolerated "
+            f"{fmt_change(allowed, unit)}: equivalent"
+        )
     else:
-        cls = "Pass"
-        why = f"change {_fmt(d, unit)}, CI {ci}, within the tolerated {_fmt(allowed, unit)}"
+        cls = UNDECIDED
+        why = ""  # written below, from the finished cell
     failed = bad_side(cls, g.direction)
-    if cls != "Pass" and not failed:
+    if cls in ("High", "Low") and not failed:
         why += " (the good direction)"
-    return msgspec.structs.replace(
+    cell = msgspec.structs.replace(
         nodata,
         classification=cls,
-        passed=not failed and min(nb, nc) >= MIN_SAMPLES,
+        passed=not failed and cls != UNDECIDED and min(nb, nc) >= MIN_SAMPLES,
         baseline_value=_finite(base_v),
         candidate_value=_finite(cand_v),
         diff=_finite(d),
@@ -160,11 +168,15 @@ def judge_cell(g: Guardrail, baseline: Measurement, candidate: Measurement) -> C
         shift_low=shift_lo,
         shift_high=shift_hi,
         p_value=p_value,
+        allowed=_finite(allowed),
     )
+    if cls == UNDECIDED:
+        cell = msgspec.structs.replace(cell, reason=undecided_why(cell, allowed))
+    return cell
 
 
 def judge(guardrails: list[Guardrail], baseline: RunSamples, candidate: RunSamples) -> JudgeResult:
     """Judge every guardrail of candidate against baseline."""
     cells = [judge_cell(g, measure(g, baseline), measure(g, candidate)) for g in guardrails]
-    score, verdict, reasons = guardrail_verdict(cells)
+    score, verdict, reasons = guardrail_verdict(cells, guardrails)
     return JudgeResult(cells=cells, score=score, verdict=verdict, reasons=reasons)

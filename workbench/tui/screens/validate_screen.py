@@ -31,6 +31,7 @@ OUTCOME_MARK = {
     "pass": ("ok", ""),
     "better": ("ok, better", ""),
     "fail": ("x FAIL", "bold red"),
+    "undecided": ("? undecided", "bold yellow"),
     "too few samples": ("? too few", "bold yellow"),
 }
 
