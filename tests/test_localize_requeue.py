@@ -171,3 +171,46 @@ def _in_flight_max(arrival: np.ndarray, service: np.ndarray) -> int:
     started = np.searchsorted(np.sort(arrival), t, side="right")
     ended = np.searchsorted(np.sort(arrival + service), t, side="right")
     return int((started - ended).max())
+
+
+def _one_worker_with_tails(long_us: float) -> tuple[np.ndarray, np.ndarray]:
+    """A FIFO server with one worker: each request holds it for its stages, then spends a tail
+    of unattributed time (`other`) after releasing it, which overlaps the next request's
+    service. Request 20 holds the worker for long_us; a burst queues behind it."""
+    rng = np.random.default_rng(7)
+    n = 60
+    arrival = np.cumsum(rng.exponential(400.0, n))
+    arrival[21:35] = arrival[20] + np.arange(1, 15) * 5.0  # the burst behind request 20
+    arrival = np.sort(arrival)
+    work = rng.uniform(100.0, 200.0, n)
+    work[20] = long_us
+    tail = rng.uniform(300.0, 600.0, n)  # longer than the next requests' own service
+    stage = np.zeros((n, 6))
+    free = -np.inf
+    for i in range(n):
+        begin = max(arrival[i], free)
+        free = begin + work[i]
+        stage[i, 0] = begin - arrival[i]
+        stage[i, 3] = work[i]
+        stage[i, 5] = tail[i]
+    return arrival, stage
+
+
+def test_a_one_worker_server_whose_requests_end_after_releasing_it_has_one_slot() -> None:
+    # Counting the tails as a second slot turned the burst's waits into holds that no
+    # counterfactual removes (a recorded recompile storm was blamed on queueing this way).
+    arrival, stage = _one_worker_with_tails(long_us=50_000.0)
+    latency = stage.sum(axis=1)
+    req = requests(arrival, latency, stage[:, 3])
+    req = type(req)(**{**req.__dict__, "stage_us": stage})
+    q = observed_queue(req)
+    assert q.slots == 1
+    np.testing.assert_allclose(requeue(q, stage), latency, rtol=1e-9, atol=1e-6)
+    # Without the long hold, the burst no longer waits for it: the tail gap closes.
+    fast = stage.copy()
+    fast[20, 3] = 150.0
+    cf = requeue(q, fast)
+    _, calm = _one_worker_with_tails(long_us=150.0)
+    base_p99, cf_p99 = np.quantile(latency, 0.99), np.quantile(cf, 0.99)
+    calm_p99 = np.quantile(calm.sum(axis=1), 0.99)
+    assert (base_p99 - cf_p99) > 0.9 * (base_p99 - calm_p99)

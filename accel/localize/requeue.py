@@ -23,10 +23,11 @@ from typing import Final
 import numpy as np
 
 from accel.ops import F64, I64, RequestArrays
-from accel.stages import STAGE_CODE
+from accel.stages import STAGE_CODE, STAGES
 from accel.stats import mann_whitney_u, quantile
 
 INGRESS = STAGE_CODE["ingress"]
+OTHER = len(STAGES)  # stage_us's column of time no stage accounts for
 REPRO_QS: Final[tuple[float, ...]] = (0.5, 0.95, 0.99)
 REPRO_QNAMES: Final[tuple[str, ...]] = ("p50", "p95", "p99")
 # The base re-run must give back each observed quantile within this relative error before any
@@ -123,7 +124,17 @@ def observed_queue(req: RequestArrays) -> QueueState:
     anchor = np.where(np.isfinite(anchor), np.minimum(anchor, jstart), jstart)
     # (profsim, 3 slots, 3340 jobs near saturation: one job saw 4 in flight, which made a
     # server at 93% load a light one at 72% and its queue bootstrap far too narrow)
-    slots = _slots(jstart, jend, int(np.count_nonzero(jstart - anchor > tol)))
+    # Slots are read off the time the stages account for: a request's unattributed time (its
+    # own thread's overhead, a response written after the worker is released) overlaps the next
+    # request's service on a one-worker server, and counting that as a second slot made queue
+    # waits "holds" that no counterfactual removes (a recorded recompile storm: 4 slots read).
+    st = np.nan_to_num(np.asarray(req.stage_us, dtype=np.float64), nan=0.0)
+    attributed = np.clip(service - np.maximum(st[:, OTHER], 0.0), 0.0, service)
+    busy_end = np.full(nj, -np.inf)
+    np.maximum.at(busy_end, job, begin + attributed)
+    slots = _slots(
+        jstart, np.maximum(busy_end, jstart), int(np.count_nonzero(jstart - anchor > tol))
+    )
     free_at = _free_times(jstart, jend, slots)
     prev_end = free_at
     job_hold = jstart - np.maximum(anchor, prev_end)
@@ -173,8 +184,11 @@ def _slots(jstart: F64, jend: F64, waited: int) -> int:
 def _free_times(jstart: F64, jend: F64, slots: int) -> F64:
     """Per job (in start order): when a slot became free for it, on the observed schedule."""
     if slots == 1:
+        # The job before: the re-run's one-server recurrence starts each job after the previous
+        # one, so holds read against the same end give back the observed schedule exactly (with
+        # the latest end so far, a short job ending inside a long one's tail did not).
         out = np.full(jstart.size, -np.inf)
-        out[1:] = np.maximum.accumulate(jend)[:-1] if jstart.size else out[1:]
+        out[1:] = jend[:-1]
         return out
     return _run_slots(
         np.full(jstart.size, -np.inf),
