@@ -8,6 +8,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from ingest_helpers import run_workbench
 from tests.incident_runs import Spec, incident_runs, triage_doc, write
 from workbench.errors import WorkbenchError
 from workbench.incident import workflow
@@ -203,14 +204,10 @@ def test_a_candidate_too_short_to_show_equivalence_is_inconclusive_and_cannot_cl
     store: Path,
 ) -> None:
     # Through the real CLI: its intervals cover 0, but also a breach of the tolerance.
-    import subprocess
-    import sys
-
     iid = assigned(store)
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench", "validate", "--incident", iid,
-         "--candidate", "candidate-short", "--store", str(store), "--actor", "alice"],
-        capture_output=True, text=True, check=False,
+    done = run_workbench(
+        ["validate", "--incident", iid, "--candidate", "candidate-short", "--store", str(store),
+         "--actor", "alice"]
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert "INCONCLUSIVE" in done.stdout and "undecided" in done.stdout

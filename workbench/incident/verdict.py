@@ -196,7 +196,10 @@ def guardrail_verdict(
     """(score, verdict, reasons) of the guardrails alone: FAIL, INCONCLUSIVE or PASS; the score is
     the passing share of the guardrails judged (enough samples, and not undecided)."""
     gs = list(guardrails) if guardrails is not None else [None] * len(cells)
-    judged = [cell_verdict(c, g) for c, g in zip(cells, gs, strict=True)]
+    return _verdict_of([cell_verdict(c, g) for c, g in zip(cells, gs, strict=True)])
+
+
+def _verdict_of(judged: Sequence[CellVerdict]) -> tuple[float | None, str, list[str]]:
     enough = [v for v in judged if v.outcome not in _NOT_JUDGED]
     failed = [v for v in enough if v.outcome == "fail"]
     score = (len(enough) - len(failed)) / len(enough) if enough else None
@@ -234,9 +237,8 @@ def _refusal(check: ReplayCheck) -> str:
 
 def candidate_verdict(validation: Validation, check: ReplayCheck | None) -> CandidateVerdict:
     """The one verdict on validation.candidate, given the shape check of the same candidate."""
-    pairs = _with_guardrails(validation)
-    cells = [cell_verdict(c, g) for c, g in pairs]
-    score, verdict, reasons = guardrail_verdict(validation.cells, [g for _, g in pairs])
+    cells = [cell_verdict(c, g) for c, g in _with_guardrails(validation)]
+    score, verdict, reasons = _verdict_of(cells)
     psi = unseen = None
     if check is not None and check.candidate == validation.candidate:
         psi, unseen = check.psi, check.unseen_share
