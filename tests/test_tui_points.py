@@ -113,14 +113,15 @@ def test_every_screen_at_80x24_keeps_warnings_footer_glyph_and_contrast(
                 if mode == "localize":
                     await wait_for(pilot, lambda s=screen: s.shown_for is not None, "verdict")
                 await pilot.pause(0.2)
+                if mode in ("runs", "pair", "evidence"):
+                    # A loaded table paints its rows a frame later on a loaded machine.
+                    await wait_for(pilot, lambda: MARK in screen_text(app), f"{mode} cursor glyph", 10)
                 text = screen_text(app)
                 footer = app.screen.query_one(Footer)
                 assert footer.virtual_size.width <= footer.size.width, f"{mode} footer cut"
                 assert not contrast_failures(app), (mode, contrast_failures(app)[:5])
                 for table in app.screen.query(MarkedTable):
                     assert table.fixed_columns >= 1
-                if mode in ("runs", "pair", "evidence"):
-                    assert MARK in text, f"{mode}: no cursor glyph"
                 warnings: list[str] = []
                 if mode == "localize":
                     warnings = app.incident.triage["warnings"]
