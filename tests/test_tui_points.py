@@ -115,7 +115,9 @@ def test_every_screen_at_80x24_keeps_warnings_footer_glyph_and_contrast(
                 await pilot.pause(0.2)
                 if mode in ("runs", "pair", "evidence"):
                     # A loaded table paints its rows a frame later on a loaded machine.
-                    await wait_for(pilot, lambda: MARK in screen_text(app), f"{mode} cursor glyph", 10)
+                    await wait_for(
+                        pilot, lambda: MARK in screen_text(app), f"{mode} cursor glyph", 10
+                    )
                 text = screen_text(app)
                 footer = app.screen.query_one(Footer)
                 assert footer.virtual_size.width <= footer.size.width, f"{mode} footer cut"
