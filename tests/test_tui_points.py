@@ -114,7 +114,7 @@ def test_every_screen_at_80x24_keeps_warnings_footer_glyph_and_contrast(
                     await wait_for(pilot, lambda s=screen: s.shown_for is not None, "verdict")
                 await pilot.pause(0.2)
                 if mode in ("runs", "pair", "evidence"):
-                    # A loaded table paints its rows a frame later on a loaded machine.
+                    # On a busy machine the table can paint after the fixed pause.
                     await wait_for(
                         pilot, lambda: MARK in screen_text(app), f"{mode} cursor glyph", 10
                     )

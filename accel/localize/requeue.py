@@ -58,7 +58,15 @@ def batch_ids(req: RequestArrays) -> I64:
 
 def service_of(stage_us: F64) -> F64:
     """Per request: service time, the stages after ingress plus `other` (NaN as 0)."""
-    st = np.nan_to_num(np.asarray(stage_us, dtype=np.float64), nan=0.0)
+    return _service(_clean(stage_us))
+
+
+def _clean(stage_us: F64) -> F64:
+    return np.nan_to_num(np.asarray(stage_us, dtype=np.float64), nan=0.0)
+
+
+def _service(st: F64) -> F64:
+    """service_of on stage times already cleaned of NaN."""
     return np.asarray(np.maximum(st[:, INGRESS + 1 :].sum(axis=1), 0.0), dtype=np.float64)
 
 
@@ -88,7 +96,8 @@ def observed_queue(req: RequestArrays) -> QueueState:
     arrival = np.nan_to_num(np.asarray(req.arrival_us, dtype=np.float64), nan=0.0)
     latency = np.maximum(np.nan_to_num(np.asarray(req.latency_us, dtype=np.float64), nan=0.0), 0)
     n = arrival.size
-    service = np.minimum(service_of(req.stage_us), latency)
+    st = _clean(req.stage_us)
+    service = np.minimum(_service(st), latency)
     end = arrival + latency
     begin = end - service
     order = np.lexsort((end, begin))
@@ -128,13 +137,10 @@ def observed_queue(req: RequestArrays) -> QueueState:
     # own thread's overhead, a response written after the worker is released) overlaps the next
     # request's service on a one-worker server, and counting that as a second slot made queue
     # waits "holds" that no counterfactual removes (a recorded recompile storm: 4 slots read).
-    st = np.nan_to_num(np.asarray(req.stage_us, dtype=np.float64), nan=0.0)
     attributed = np.clip(service - np.maximum(st[:, OTHER], 0.0), 0.0, service)
-    busy_end = np.full(nj, -np.inf)
+    busy_end = np.full(nj, -np.inf)  # >= jstart: its earliest member begins there
     np.maximum.at(busy_end, job, begin + attributed)
-    slots = _slots(
-        jstart, np.maximum(busy_end, jstart), int(np.count_nonzero(jstart - anchor > tol))
-    )
+    slots = _slots(jstart, busy_end, int(np.count_nonzero(jstart - anchor > tol)))
     free_at = _free_times(jstart, jend, slots)
     prev_end = free_at
     job_hold = jstart - np.maximum(anchor, prev_end)
