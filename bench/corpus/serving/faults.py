@@ -82,16 +82,20 @@ def _small_blocks(base: RunConfig) -> int:
 
 
 def plan(half: str) -> list[Pair]:
-    """One A/A pair and the six faults; the halves differ in seeds, rates, lengths, model size."""
+    """Per half, ten A/A pairs and each fault twice, on two workloads (request count, rate,
+    segments); the halves differ in seeds, rates, lengths and model size. The first seven
+    pairs (one A/A, each fault once on workload A) keep the seeds they were first drawn with."""
     rng = random.Random({"tuning": 101, "blind": 202}[half])
     if half == "tuning":
         base = RunConfig(requests=240, rate_per_s=30.0, d_model=64, output_tokens=(8, 48),
                          segments=10)  # fmt: skip
+        other = replace(base, requests=160, rate_per_s=36.0, segments=8)
     else:
         base = RunConfig(
             requests=200, rate_per_s=25.0, d_model=96, prompt_words=(10, 80), segments=10,
             long_share=0.07, long_words=(200, 400), output_tokens=(12, 56), token_budget=160,
         )  # fmt: skip
+        other = replace(base, requests=280, rate_per_s=22.0, segments=12)
     pairs: list[Pair] = []
     aa = replace(base, seed=rng.randrange(1 << 30))
     pairs.append(Pair(f"{half}-aa", "none", aa, aa))
@@ -100,6 +104,14 @@ def plan(half: str) -> list[Pair]:
             continue
         b = replace(base, seed=rng.randrange(1 << 30))
         pairs.append(Pair(f"{half}-{fault}", fault, with_fault(b, fault, _small_blocks(b)), b))
+    for fault in TRUTH:
+        if fault == "none":
+            continue
+        b = replace(other, seed=rng.randrange(1 << 30))
+        pairs.append(Pair(f"{half}-{fault}-b", fault, with_fault(b, fault, _small_blocks(b)), b))
+    for i in range(2, 11):
+        aa = replace(base if i % 2 else other, seed=rng.randrange(1 << 30))
+        pairs.append(Pair(f"{half}-aa-{i}", "none", aa, aa))
     return pairs
 
 

@@ -93,12 +93,13 @@ def _q(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
 
 
-def summary(run: Path) -> str:
-    """One line: requests, p50/p99 TTFT and ITL in ms, steps and preemptions."""
+def summary(run: Path, checked: dict[str, int] | None = None) -> str:
+    """One line: requests, p50/p99 TTFT and ITL in ms, and (from check_run's counts, when the
+    run was checked) steps and preemptions."""
     doc = json.loads((run / "vllm_bench.json").read_text())
     ttft = [x * 1e3 for x in doc["ttfts"]]
     itl = [x * 1e3 for g in doc["itls"] for x in g]
-    c = check_run(run)
+    counts = (f"  steps {checked['steps']} seq {checked['seq']} preempt {checked['preempt']}"
+              if checked else "  (not checked)")  # fmt: skip
     return (f"n={len(ttft)} TTFT p50 {_q(ttft, .5):7.1f} p99 {_q(ttft, .99):7.1f} ms  "
-            f"ITL p50 {_q(itl, .5):6.1f} p99 {_q(itl, .99):6.1f} ms  "
-            f"steps {c['steps']} seq {c['seq']} preempt {c['preempt']}")  # fmt: skip
+            f"ITL p50 {_q(itl, .5):6.1f} p99 {_q(itl, .99):6.1f} ms" + counts)  # fmt: skip
