@@ -98,23 +98,29 @@ def right(row: dict[str, Any]) -> tuple[bool, bool]:
     return origin, origin and row["mechanism"] == row["truth_mechanism"]
 
 
+def calibration_bins(points: list[tuple[float, bool]]) -> tuple[list[dict[str, float]], float]:
+    """Bins of (stated confidence, right) points: each bin's mean confidence against how often
+    it was right, and the expected calibration error (NaN without points)."""
+    out: list[dict[str, float]] = []
+    ece = 0.0
+    for lo, hi in itertools.pairwise(BINS):
+        inside = [(c, ok) for c, ok in points if lo <= c < hi]
+        if not inside:
+            continue
+        conf = statistics.fmean(c for c, _ in inside)
+        acc = statistics.fmean(1.0 if ok else 0.0 for _, ok in inside)
+        out.append(
+            {"lo": lo, "hi": min(hi, 1.0), "n": len(inside), "confidence": conf, "accuracy": acc}
+        )
+        ece += len(inside) / len(points) * abs(conf - acc)
+    return out, ece if points else float("nan")
+
+
 def reliability(rows: list[dict[str, Any]]) -> tuple[list[dict[str, float]], float]:
     """Bins of stated confidence against how often the origin was right, and the ECE, over
     the fault pairs that were called regressions."""
     called = [r for r in rows if r["truth_stage"] != "none" and r.get("outcome") == "regression"]
-    out: list[dict[str, float]] = []
-    ece = 0.0
-    for lo, hi in itertools.pairwise(BINS):
-        inside = [r for r in called if lo <= float(r["confidence"] or 0.0) < hi]
-        if not inside:
-            continue
-        conf = statistics.fmean(float(r["confidence"] or 0.0) for r in inside)
-        acc = statistics.fmean(1.0 if right(r)[0] else 0.0 for r in inside)
-        out.append(
-            {"lo": lo, "hi": min(hi, 1.0), "n": len(inside), "confidence": conf, "accuracy": acc}
-        )
-        ece += len(inside) / len(called) * abs(conf - acc)
-    return out, ece if called else float("nan")
+    return calibration_bins([(float(r["confidence"] or 0.0), right(r)[0]) for r in called])
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:

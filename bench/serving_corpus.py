@@ -17,7 +17,6 @@ line.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import statistics
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_corpus import BINS, _ingested  # one reliability binning for both
+from real_corpus import _ingested, calibration_bins  # one reliability binning for both
 
 ROOT = Path(__file__).resolve().parents[1]
 AA_SLOS = ("ttft", "itl", "tpot")
@@ -124,7 +123,9 @@ def score(
     with ThreadPoolExecutor(workers) as pool:
         rows = list(pool.map(lambda j: triage_row(store, *j), jobs))
     for name, why in failed.items():
-        rows.append({"pair": name, "half": name.split("-", 1)[0], "error": why, "aa": False,
+        truth = json.loads((corpus / name / "truth.json").read_text())
+        rows.append({"pair": name, "half": name.split("-", 1)[0], "error": why,
+                     "aa": truth["mechanism"] == "none", "scored_slo": truth.get("slo"),
                      "asked": "ingest", "origin_ok": False, "mechanism_ok": False})  # fmt: skip
     out: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -134,18 +135,10 @@ def score(
 
 def _ece(called: list[dict[str, Any]]) -> float | None:
     """Expected calibration error of the stated confidence over the called fault rows; None
-    when no row states one (the method gives no probability)."""
-    stated = [r for r in called if r.get("confidence") is not None]
-    if not stated or len(stated) < len(called):
+    when a row states none (the method gives no probability)."""
+    if not called or any(r.get("confidence") is None for r in called):
         return None
-    ece = 0.0
-    for lo, hi in itertools.pairwise(BINS):
-        inside = [r for r in stated if lo <= float(r["confidence"]) < hi]
-        if inside:
-            conf = statistics.fmean(float(r["confidence"]) for r in inside)
-            acc = statistics.fmean(1.0 if r["origin_ok"] else 0.0 for r in inside)
-            ece += len(inside) / len(stated) * abs(conf - acc)
-    return ece
+    return calibration_bins([(float(r["confidence"]), bool(r["origin_ok"])) for r in called])[1]
 
 
 def _tally(faults: list[dict[str, Any]], aas: list[dict[str, Any]]) -> dict[str, Any]:
@@ -167,8 +160,7 @@ def _tally(faults: list[dict[str, Any]], aas: list[dict[str, Any]]) -> dict[str,
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """A half's figures in the paging SLO, over every SLO and apart per SLO (an A/A pair counts
     in each SLO it was read in), and the auto-picked SLO's figures on the fault pairs."""
-    paged = [r for r in rows if r["asked"] not in ("auto", "ingest") and not r["aa"]]
-    paged += [r for r in rows if r["asked"] == "ingest"]
+    paged = [r for r in rows if r["asked"] != "auto" and not r["aa"]]
     aas = [r for r in rows if r["aa"]]
     out = _tally(paged, aas)
     out["pairs"] = len({r["pair"] for r in rows})
